@@ -1,0 +1,261 @@
+"""The PyTorch reference GPT: every switch of the weight file (SPEC section 2), and a
+`generate` that uses exactly run.c's sampler and random generator (SPEC section 1.3).
+
+Reads nothing and writes nothing by itself; export.py, compare.py, train.py and the tests
+import it. Module names follow GPT-2 / nanoGPT (transformer.wte, h.N.attn.c_attn, ...), so
+their state dicts load directly.
+
+Run `python3 export/model.py --help` for a self-check that builds a tiny model and runs it.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+import torch.nn as nn
+from torch.nn import functional as F
+
+
+@dataclass
+class GPTConfig:
+    n_layer: int = 2
+    n_head: int = 2
+    n_embd: int = 64
+    n_hidden: int = 256          # feed-forward width (4 * n_embd in GPT-2)
+    n_ctx: int = 128             # context length (nanoGPT's block_size)
+    vocab_size: int = 256        # real tokens
+    vocab_padded: int = 256      # rows of wte / lm_head, >= vocab_size
+    ln_eps: float = 1e-5
+    gelu: str = "tanh"           # "tanh" (GPT-2) or "erf" (exact, nanoGPT)
+    bias: bool = True
+    tied_head: bool = True
+    pos: str = "learned"         # "learned" or "sinusoidal"
+
+    def check(self) -> None:
+        assert self.n_embd % self.n_head == 0, "n_embd must be a multiple of n_head"
+        assert self.vocab_padded >= self.vocab_size
+        assert self.gelu in ("tanh", "erf") and self.pos in ("learned", "sinusoidal")
+        assert self.pos == "learned" or self.n_embd % 2 == 0, "sinusoidal needs an even n_embd"
+
+
+def sinusoid_table(n_ctx: int, n_embd: int) -> torch.Tensor:
+    """"Attention Is All You Need" section 3.5: [n_ctx, n_embd], computed in float64 and
+    rounded to float32 once, as run.c does."""
+    pos = torch.arange(n_ctx, dtype=torch.float64)[:, None]
+    i = torch.arange(0, n_embd, 2, dtype=torch.float64)[None, :]
+    angle = pos / torch.pow(torch.tensor(10000.0, dtype=torch.float64), i / n_embd)
+    table = torch.zeros(n_ctx, n_embd, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(angle)
+    table[:, 1::2] = torch.cos(angle)
+    return table.float()
+
+
+class LayerNorm(nn.Module):
+    """LayerNorm with an optional bias (PyTorch 1.13's has no bias=False)."""
+
+    def __init__(self, n: int, bias: bool, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(n))
+        self.bias = nn.Parameter(torch.zeros(n)) if bias else None
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # [.., n] -> [.., n]
+        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, self.eps)
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, c: GPTConfig):
+        super().__init__()
+        self.c_attn = nn.Linear(c.n_embd, 3 * c.n_embd, bias=c.bias)  # query, key, value
+        self.c_proj = nn.Linear(c.n_embd, c.n_embd, bias=c.bias)
+        self.n_head = c.n_head
+        mask = torch.tril(torch.ones(c.n_ctx, c.n_ctx, dtype=torch.bool))
+        self.register_buffer("mask", mask.view(1, 1, c.n_ctx, c.n_ctx), persistent=False)
+        self.last_att: torch.Tensor | None = None  # [B, n_head, T, T] when keep_att is set
+        self.keep_att = False
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # [B, T, C] -> [B, T, C]
+        B, T, C = x.shape
+        hs = C // self.n_head
+        query, key, value = self.c_attn(x).split(C, dim=2)
+        query = query.view(B, T, self.n_head, hs).transpose(1, 2)  # [B, n_head, T, hs]
+        key = key.view(B, T, self.n_head, hs).transpose(1, 2)
+        value = value.view(B, T, self.n_head, hs).transpose(1, 2)
+        scores = (query @ key.transpose(-2, -1)) * (1.0 / math.sqrt(hs))  # [B, n_head, T, T]
+        scores = scores.masked_fill(~self.mask[:, :, :T, :T], float("-inf"))
+        att = F.softmax(scores, dim=-1)  # attention weights; masked positions get exactly 0
+        if self.keep_att:
+            self.last_att = att.detach()
+        y = (att @ value).transpose(1, 2).contiguous().view(B, T, C)  # heads side by side
+        return self.c_proj(y)
+
+
+class MLP(nn.Module):
+    def __init__(self, c: GPTConfig):
+        super().__init__()
+        self.c_fc = nn.Linear(c.n_embd, c.n_hidden, bias=c.bias)
+        self.c_proj = nn.Linear(c.n_hidden, c.n_embd, bias=c.bias)
+        self.approximate = "tanh" if c.gelu == "tanh" else "none"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # [B, T, C] -> [B, T, C]
+        return self.c_proj(F.gelu(self.c_fc(x), approximate=self.approximate))
+
+
+class Block(nn.Module):
+    def __init__(self, c: GPTConfig):
+        super().__init__()
+        self.ln_1 = LayerNorm(c.n_embd, c.bias, c.ln_eps)
+        self.attn = CausalSelfAttention(c)
+        self.ln_2 = LayerNorm(c.n_embd, c.bias, c.ln_eps)
+        self.mlp = MLP(c)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # [B, T, C] -> [B, T, C]
+        x = x + self.attn(self.ln_1(x))  # residual around attention
+        x = x + self.mlp(self.ln_2(x))   # residual around the feed-forward layer
+        return x
+
+
+class GPT(nn.Module):
+    def __init__(self, c: GPTConfig):
+        super().__init__()
+        c.check()
+        self.config = c
+        self.transformer = nn.ModuleDict(dict(
+            wte=nn.Embedding(c.vocab_padded, c.n_embd),
+            h=nn.ModuleList([Block(c) for _ in range(c.n_layer)]),
+            ln_f=LayerNorm(c.n_embd, c.bias, c.ln_eps),
+        ))
+        if c.pos == "learned":
+            self.transformer["wpe"] = nn.Embedding(c.n_ctx, c.n_embd)
+        else:
+            self.register_buffer("sinusoid", sinusoid_table(c.n_ctx, c.n_embd), persistent=False)
+        self.lm_head = nn.Linear(c.n_embd, c.vocab_padded, bias=False)
+        if c.tied_head:
+            self.lm_head.weight = self.transformer.wte.weight
+
+    def init_random(self, seed: int, std: float = 0.02) -> "GPT":
+        """GPT-2-style random weights from a fixed seed (tests, benchmarks, training start).
+        LayerNorm weights and biases get noise too, so every parameter is exercised."""
+        gen = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for name, p in self.named_parameters():
+                if name.endswith("ln_1.weight") or name.endswith("ln_2.weight") or name.endswith("ln_f.weight"):
+                    p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=gen))
+                elif name.endswith(".bias"):
+                    p.copy_(0.02 * torch.randn(p.shape, generator=gen))
+                else:
+                    p.copy_(std * torch.randn(p.shape, generator=gen))
+        return self
+
+    def positions(self, T: int) -> torch.Tensor:  # -> [T, C]
+        if self.config.pos == "learned":
+            return self.transformer.wpe.weight[:T]
+        return self.sinusoid[:T]
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:  # [B, T] ids -> [B, T, vocab_size]
+        B, T = idx.shape
+        assert T <= self.config.n_ctx, f"sequence of {T} is longer than the context {self.config.n_ctx}"
+        x = self.transformer.wte(idx) + self.positions(T)  # token embedding + position
+        for block in self.transformer.h:
+            x = block(x)
+        x = self.transformer.ln_f(x)
+        logits = self.lm_head(x)
+        return logits[:, :, : self.config.vocab_size]  # padded rows are never scored
+
+    def attention_weights(self, idx: torch.Tensor) -> torch.Tensor:
+        """[T] ids -> [n_layer, n_head, T, T] attention probabilities."""
+        for block in self.transformer.h:
+            block.attn.keep_att = True
+        try:
+            self(idx[None])
+            return torch.stack([b.attn.last_att[0] for b in self.transformer.h])
+        finally:
+            for block in self.transformer.h:
+                block.attn.keep_att = False
+                block.attn.last_att = None
+
+
+# ---- run.c's sampler, reproduced (see the comment above `Sampler` in run.c) -------------
+
+MASK64 = (1 << 64) - 1
+
+
+class Rng:
+    """xorshift64*, seeded and stepped exactly as run.c's rng_next / rng_uniform."""
+
+    def __init__(self, seed: int):
+        self.state = (seed + 0x9E3779B97F4A7C15) & MASK64 or 1
+
+    def next(self) -> int:
+        s = self.state
+        s ^= s >> 12
+        s ^= (s << 25) & MASK64
+        s ^= s >> 27
+        self.state = s
+        return (s * 0x2545F4914F6CDD1D) & MASK64
+
+    def uniform(self) -> float:
+        return (self.next() >> 11) * (1.0 / 9007199254740992.0)
+
+
+def sample(logits: np.ndarray, rng: Rng, temperature: float, top_k: int, top_p: float) -> int:
+    """logits: [vocab_size] float32 -> token id; same steps and precision as run.c's sample()."""
+    if temperature == 0.0:
+        return int(np.argmax(logits))  # first maximum, like run.c
+    z = logits.astype(np.float64) / temperature
+    e = np.exp(z - z.max())
+    p = e / np.cumsum(e)[-1]  # cumsum: summed in id order, like the C loop
+    order = np.lexsort((np.arange(len(p)), -p))  # p descending, then id ascending
+    if 0 < top_k < len(order):
+        order = order[:top_k]
+    kept = p[order]
+    if top_p < 1.0:
+        running = np.cumsum(kept)
+        reach = np.nonzero(running >= top_p * running[-1])[0]
+        if len(reach):
+            order, kept = order[: reach[0] + 1], kept[: reach[0] + 1]
+    running = np.cumsum(kept)
+    r = rng.uniform() * running[-1]
+    above = np.nonzero(running > r)[0]
+    return int(order[above[0]] if len(above) else order[-1])
+
+
+@torch.no_grad()
+def generate(model: GPT, prompt: list[int], max_new_tokens: int, temperature: float = 1.0,
+             top_k: int = 0, top_p: float = 0.9, seed: int = 0, eot_id: int = -1,
+             ignore_eos: bool = False) -> list[int]:
+    """Tokens run.c generates after `prompt` (which must be non-empty: run.c starts an empty
+    prompt from the end-of-text token). Stops at eot_id (not returned), at max_new_tokens, or
+    when the sequence fills the context."""
+    model.eval()
+    rng = Rng(seed)
+    seq = list(prompt)
+    out: list[int] = []
+    while len(out) < max_new_tokens and len(seq) < model.config.n_ctx:
+        logits = model(torch.tensor([seq]))[0, -1].numpy()
+        token = sample(logits, rng, temperature, top_k, top_p)
+        if token == eot_id and not ignore_eos:
+            break
+        out.append(token)
+        seq.append(token)
+    return out
+
+
+def config_dict(c: GPTConfig) -> dict:
+    return asdict(c)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    torch.set_num_threads(2)
+    model = GPT(GPTConfig()).init_random(args.seed)
+    print(generate(model, [1, 2, 3], 10, temperature=0.8, top_k=40, seed=args.seed))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+/* model.h: the weight file format and the declarations run.c and tokenizer.c share.
+ *
+ * One self-contained, little-endian, memory-mappable file (SPEC section 2):
+ *
+ *   offset              size                  what
+ *   0                   256                   FileHeader (field table below)
+ *   tokenizer_offset    tokenizer_size        tokenizer section (layout below), 64-aligned
+ *   tensors_offset      n_tensors * 64        tensor table: TensorEntry per tensor, 64-aligned
+ *   entry.offset        entry.size            each tensor's data, 64-aligned, in table order
+ *   file_size                                 end of file (the loader checks the real size)
+ *
+ * FileHeader (all fields 4 bytes unless noted):
+ *   0   magic          "GPTC" (bytes 47 50 54 43)
+ *   4   version        MODEL_VERSION; the loader names the version it supports
+ *   8   header_size    256
+ *   12  n_layer        transformer blocks; 0 = tokenizer-only file (`run --tokenize` only)
+ *   16  n_head         attention heads per block; n_embd % n_head == 0
+ *   20  n_embd         residual stream width C
+ *   24  n_hidden       feed-forward width H (4*C in GPT-2)
+ *   28  n_ctx          context length: most positions one sequence can have
+ *   32  vocab_size     real tokens V (only these are ever sampled)
+ *   36  vocab_padded   rows of the embedding and output head Vp >= V (nanoGPT pads to 50304)
+ *   40  ln_eps         LayerNorm epsilon, float32
+ *   44  gelu           GELU_TANH (GPT-2's approximation) or GELU_ERF (exact, nanoGPT)
+ *   48  bias           1: every Linear and LayerNorm has a bias; 0: none has
+ *   52  tied_head      1: the output head is the token embedding (no lm_head tensor)
+ *   56  pos_kind       POS_LEARNED (wpe table) or POS_SINUSOIDAL ("Attention Is All You Need",
+ *                      section 3.5: PE(p,2i)=sin(p/10000^(2i/C)), PE(p,2i+1)=cos(same))
+ *   60  weight_type    WT_F32 or WT_Q8_0 (matrices only; norms, biases and wpe stay f32)
+ *   64  group_size     values per quantization scale (32 for q8_0, 0 for f32)
+ *   68  n_tensors      entries in the tensor table
+ *   72  tokenizer_offset   8 bytes
+ *   80  tokenizer_size     8 bytes
+ *   88  tensors_offset     8 bytes
+ *   96  file_size          8 bytes
+ *   104 reserved, zero up to byte 256
+ *
+ * Tokenizer section (all 4-byte little-endian integers, then raw bytes):
+ *   n_tokens                 must equal vocab_size in a model file
+ *   pretokenizer             PRETOK_CHAR, PRETOK_GPT2 or PRETOK_CL100K
+ *   eot_id                   end-of-text token id, or -1 when the vocabulary has none
+ *   bytes_size               length of the byte blob
+ *   ranks[n_tokens]          BPE merge rank of each token; RANK_NONE for tokens that are never
+ *                            produced by merging (special tokens, character vocabularies)
+ *   offsets[n_tokens + 1]    token i's bytes are blob[offsets[i] .. offsets[i+1])
+ *   blob[bytes_size]         token byte strings, back to back
+ *
+ * Tensor table entry (64 bytes): name (48 bytes, NUL-padded), offset (8), size (8).
+ * The tensors appear in exactly the order of model_tensor_list() below; per-layer tensors are
+ * stacked over layers, e.g. attn.c_attn.weight is (n_layer, 3*C, C). Matrices are PyTorch
+ * nn.Linear's (out_features, in_features), row-major: out[i] = sum_j W[i][j] * in[j].
+ * A q8_0 matrix of n values is n int8 quants, zero padding to a multiple of 4, then n/32
+ * float32 scales: value = quant * scale of its group of 32 along the row.
+ */
+#ifndef MODEL_H
+#define MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MODEL_MAGIC 0x43545047u /* "GPTC" read as a little-endian uint32 */
+#define MODEL_VERSION 1u
+#define HEADER_SIZE 256u
+#define TENSOR_ALIGN 64u
+#define TENSOR_NAME_LEN 48
+
+enum { GELU_TANH = 0, GELU_ERF = 1 };
+enum { POS_LEARNED = 0, POS_SINUSOIDAL = 1 };
+enum { WT_F32 = 0, WT_Q8_0 = 1 };
+enum { PRETOK_CHAR = 0, PRETOK_GPT2 = 1, PRETOK_CL100K = 2 };
+#define RANK_NONE 0xFFFFFFFFu
+#define Q8_GROUP 32u
+
+typedef struct {
+    uint32_t magic, version, header_size;
+    uint32_t n_layer, n_head, n_embd, n_hidden, n_ctx;
+    uint32_t vocab_size, vocab_padded;
+    float ln_eps;
+    uint32_t gelu, bias, tied_head, pos_kind, weight_type, group_size, n_tensors;
+    uint64_t tokenizer_offset, tokenizer_size, tensors_offset, file_size;
+    uint8_t reserved[HEADER_SIZE - 104];
+} FileHeader;
+
+typedef struct {
+    char name[TENSOR_NAME_LEN];
+    uint64_t offset, size;
+} TensorEntry;
+
+_Static_assert(sizeof(FileHeader) == HEADER_SIZE, "FileHeader must be 256 bytes");
+_Static_assert(sizeof(TensorEntry) == 64, "TensorEntry must be 64 bytes");
+
+/* ---- tokenizer.c ---------------------------------------------------------------------- */
+
+typedef struct {
+    uint32_t n_tokens;
+    int pretokenizer;          /* PRETOK_* */
+    int32_t eot_id;            /* -1: none */
+    const uint32_t *ranks;     /* (n_tokens) merge rank, RANK_NONE = not mergeable */
+    const uint32_t *offsets;   /* (n_tokens + 1) into blob */
+    const uint8_t *blob;       /* token byte strings */
+    uint32_t byte_token[256];  /* token of each single byte, RANK_NONE if absent */
+    uint32_t *table;           /* hash of token bytes -> id + 1 (0 = empty slot) */
+    uint64_t table_mask;
+    /* scratch reused by every encode call, grown as needed (not touched while decoding) */
+    struct BpePart *parts;
+    size_t parts_cap;
+} Tokenizer;
+
+/* Validate and index the tokenizer section [data, data+size). Returns NULL on success, else a
+ * static message naming the problem (the caller adds "error: "). */
+const char *tokenizer_init(Tokenizer *t, const uint8_t *data, uint64_t size);
+void tokenizer_free(Tokenizer *t);
+
+/* Encode text (any bytes, ordinary mode: special-token text is plain text) and append the ids
+ * to *ids (capacity *cap, grown with realloc). Returns the number of ids, or -1 with *err set
+ * when the vocabulary cannot represent the text (a character vocabulary missing a character). */
+long tokenizer_encode(Tokenizer *t, const uint8_t *text, size_t len, uint32_t **ids, size_t *cap,
+                      const char **err);
+
+/* The bytes of token id (length in *len), or NULL for an id outside the vocabulary. */
+const uint8_t *tokenizer_token(const Tokenizer *t, uint32_t id, size_t *len);
+
+#endif

@@ -1,0 +1,942 @@
+/* run.c: a GPT-2 style decoder in pure C (libc + OpenMP).
+ *
+ * Read top to bottom: errors, the model structs, loading and validating the weight file
+ * (format in model.h), the neural-net kernels, the forward pass, the sampler, streaming
+ * output, generation and the command line. The forward pass mirrors export/model.py's GPT
+ * line for line, so the two can be compared number for number (tests/).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "model.h"
+
+/* ---------------------------------------------------------------------------------------
+ * Errors: one line on stderr, exit status 1. */
+
+__attribute__((noreturn, format(printf, 1, 2)))
+static void die(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fflush(stdout);
+    fputs("error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(1);
+}
+
+static void *malloc_or_die(size_t n, const char *what) {
+    void *p = calloc(1, n ? n : 1);
+    if (!p) die("out of memory allocating %zu bytes for %s", n, what);
+    return p;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The model: hyperparameters, weights (pointers into the mapped file), run-time state. */
+
+typedef struct {
+    int n_layer, n_head, n_embd, n_hidden, n_ctx;
+    int vocab_size, vocab_padded;
+    int head_size; /* n_embd / n_head */
+    float ln_eps;
+    int gelu, bias, tied_head, pos_kind, weight_type;
+} Config;
+
+typedef struct {
+    const float *wte;          /* (vocab_padded, n_embd) token embedding */
+    const float *wpe;          /* (n_ctx, n_embd) learned positions, or the sinusoid table */
+    const float *ln_1_weight;  /* (layer, n_embd) */
+    const float *ln_1_bias;    /* (layer, n_embd) or NULL */
+    const float *c_attn_weight;/* (layer, 3*n_embd, n_embd) fused query, key, value */
+    const float *c_attn_bias;  /* (layer, 3*n_embd) or NULL */
+    const float *attn_proj_weight; /* (layer, n_embd, n_embd) */
+    const float *attn_proj_bias;   /* (layer, n_embd) or NULL */
+    const float *ln_2_weight;  /* (layer, n_embd) */
+    const float *ln_2_bias;    /* (layer, n_embd) or NULL */
+    const float *c_fc_weight;  /* (layer, n_hidden, n_embd) */
+    const float *c_fc_bias;    /* (layer, n_hidden) or NULL */
+    const float *mlp_proj_weight;  /* (layer, n_embd, n_hidden) */
+    const float *mlp_proj_bias;    /* (layer, n_embd) or NULL */
+    const float *ln_f_weight;  /* (n_embd) */
+    const float *ln_f_bias;    /* (n_embd) or NULL */
+    const float *lm_head;      /* (vocab_padded, n_embd): wte when tied */
+} TransformerWeights;
+
+typedef struct {
+    float *x;        /* (n_embd) the residual stream */
+    float *xb;       /* (n_embd) LayerNorm output, then the heads' concatenated outputs */
+    float *xb2;      /* (n_embd) output of a projection, added to the residual */
+    float *qkv;      /* (3*n_embd) query, key and value of the current position */
+    float *att;      /* (n_head, n_ctx) attention weights of the current position */
+    float *hb;       /* (n_hidden) feed-forward hidden activations */
+    float *logits;   /* (vocab_size) scores of the next token */
+    float *key_cache;   /* (layer, n_head, n_ctx, head_size) */
+    float *value_cache; /* (layer, n_head, n_ctx, head_size) */
+} RunState;
+
+typedef struct {
+    Config config;
+    TransformerWeights weights;
+    RunState state;
+    Tokenizer tokenizer;
+    float *sinusoid;   /* owned (n_ctx, n_embd) table for POS_SINUSOIDAL, else NULL */
+    const uint8_t *data; /* the mapped file */
+    size_t file_size;
+    const FileHeader *header;
+} Transformer;
+
+/* ---------------------------------------------------------------------------------------
+ * Loading: map the file, then check every field, size and offset in 64-bit arithmetic
+ * before any weight is touched (SPEC section 2). */
+
+#define HINT " (re-export the model with export/export.py)"
+
+/* Sizes multiply with an overflow check: a hostile header must not wrap around. */
+static uint64_t mul_or_die(uint64_t a, uint64_t b, const char *what) {
+    uint64_t r;
+    if (__builtin_mul_overflow(a, b, &r)) die("model file: %s overflows 64 bits", what);
+    return r;
+}
+
+typedef struct {
+    const char *name;
+    uint64_t layers, rows, cols; /* shape (layers, rows, cols); layers = 1 for unstacked */
+    int matrix;                  /* quantized in a q8_0 file */
+    const float **dest;
+} TensorSpec;
+
+/* The tensors a header implies, in file order (the exporter writes the same list). */
+static int tensor_list(const Config *c, TransformerWeights *w, TensorSpec *out) {
+    uint64_t L = (uint64_t)c->n_layer, C = (uint64_t)c->n_embd, H = (uint64_t)c->n_hidden;
+    uint64_t Vp = (uint64_t)c->vocab_padded;
+    int n = 0;
+#define T(nm, l, r, k, m, d) out[n++] = (TensorSpec){nm, l, r, k, m, d}
+    T("wte", 1, Vp, C, 1, &w->wte);
+    if (c->pos_kind == POS_LEARNED) T("wpe", 1, (uint64_t)c->n_ctx, C, 0, &w->wpe);
+    T("ln_1.weight", L, 1, C, 0, &w->ln_1_weight);
+    if (c->bias) T("ln_1.bias", L, 1, C, 0, &w->ln_1_bias);
+    T("attn.c_attn.weight", L, 3 * C, C, 1, &w->c_attn_weight);
+    if (c->bias) T("attn.c_attn.bias", L, 1, 3 * C, 0, &w->c_attn_bias);
+    T("attn.c_proj.weight", L, C, C, 1, &w->attn_proj_weight);
+    if (c->bias) T("attn.c_proj.bias", L, 1, C, 0, &w->attn_proj_bias);
+    T("ln_2.weight", L, 1, C, 0, &w->ln_2_weight);
+    if (c->bias) T("ln_2.bias", L, 1, C, 0, &w->ln_2_bias);
+    T("mlp.c_fc.weight", L, H, C, 1, &w->c_fc_weight);
+    if (c->bias) T("mlp.c_fc.bias", L, 1, H, 0, &w->c_fc_bias);
+    T("mlp.c_proj.weight", L, C, H, 1, &w->mlp_proj_weight);
+    if (c->bias) T("mlp.c_proj.bias", L, 1, C, 0, &w->mlp_proj_bias);
+    T("ln_f.weight", 1, 1, C, 0, &w->ln_f_weight);
+    if (c->bias) T("ln_f.bias", 1, 1, C, 0, &w->ln_f_bias);
+    if (!c->tied_head) T("lm_head.weight", 1, Vp, C, 1, &w->lm_head);
+#undef T
+    return n;
+}
+
+static uint64_t tensor_bytes(const Config *c, const TensorSpec *t) {
+    uint64_t n = mul_or_die(mul_or_die(t->layers, t->rows, t->name), t->cols, t->name);
+    if (c->weight_type == WT_Q8_0 && t->matrix) /* quants, pad to 4, one float per group */
+        return ((n + 3) & ~(uint64_t)3) + n / Q8_GROUP * 4;
+    return mul_or_die(n, 4, t->name);
+}
+
+/* A header field must lie in [lo, hi]; the message names the field and the value found. */
+static int field(const char *name, uint32_t value, uint32_t lo, uint32_t hi) {
+    if (value < lo || value > hi)
+        die("model file: %s is %u, expected %u to %u" HINT, name, value, lo, hi);
+    return (int)value;
+}
+
+/* Check that [offset, offset+size) lies inside the file, without overflow. */
+static void check_range(const char *what, uint64_t offset, uint64_t size, uint64_t file_size) {
+    if (offset > file_size || size > file_size - offset)
+        die("model file: %s at offset %llu, %llu bytes, runs past the end of the %llu-byte file"
+            " (truncated?)", what, (unsigned long long)offset, (unsigned long long)size,
+            (unsigned long long)file_size);
+}
+
+static void load_header(Transformer *t) {
+    const FileHeader *h = t->header;
+    if (h->magic != MODEL_MAGIC)
+        die("model file: bad magic (not a model file written by export/export.py)");
+    if (h->version != MODEL_VERSION)
+        die("model file: format version %u, this program reads version %u" HINT, h->version,
+            MODEL_VERSION);
+    field("header_size", h->header_size, HEADER_SIZE, HEADER_SIZE);
+    if (h->file_size != t->file_size)
+        die("model file: header says %llu bytes but the file has %zu (truncated or padded?)",
+            (unsigned long long)h->file_size, t->file_size);
+    Config *c = &t->config;
+    /* Bounds are generous but keep every count an int and every product checked below. */
+    c->n_layer = field("n_layer", h->n_layer, 0, 4096);
+    c->vocab_size = field("vocab_size", h->vocab_size, 1, 1u << 24);
+    if (c->n_layer == 0) return; /* tokenizer-only file */
+    c->n_head = field("n_head", h->n_head, 1, 4096);
+    c->n_embd = field("n_embd", h->n_embd, 1, 1u << 20);
+    c->n_hidden = field("n_hidden", h->n_hidden, 1, 1u << 22);
+    c->n_ctx = field("n_ctx", h->n_ctx, 1, 1u << 20);
+    c->vocab_padded = field("vocab_padded", h->vocab_padded, h->vocab_size, 1u << 24);
+    c->gelu = field("gelu", h->gelu, 0, 1);
+    c->bias = field("bias", h->bias, 0, 1);
+    c->tied_head = field("tied_head", h->tied_head, 0, 1);
+    c->pos_kind = field("pos_kind", h->pos_kind, 0, 1);
+    c->weight_type = field("weight_type", h->weight_type, WT_F32, WT_F32);
+    field("group_size", h->group_size, 0, 0);
+    if (c->n_embd % c->n_head)
+        die("model file: n_embd %d is not a multiple of n_head %d", c->n_embd, c->n_head);
+    if (c->pos_kind == POS_SINUSOIDAL && c->n_embd % 2)
+        die("model file: sinusoidal positions need an even n_embd, found %d", c->n_embd);
+    c->head_size = c->n_embd / c->n_head;
+    c->ln_eps = h->ln_eps;
+    if (!(c->ln_eps > 0.0f && c->ln_eps < 1.0f)) /* also false for NaN */
+        die("model file: ln_eps is %g, expected a small positive number", (double)c->ln_eps);
+}
+
+static void load_tensors(Transformer *t) {
+    const FileHeader *h = t->header;
+    Config *c = &t->config;
+    uint64_t file_size = t->file_size;
+    TensorSpec specs[32];
+    int n = tensor_list(c, &t->weights, specs);
+    if (h->n_tensors != (uint32_t)n)
+        die("model file: header lists %u tensors, this configuration has %d" HINT, h->n_tensors, n);
+    if (h->tensors_offset % TENSOR_ALIGN)
+        die("model file: tensor table offset %llu is not %u-byte aligned",
+            (unsigned long long)h->tensors_offset, TENSOR_ALIGN);
+    if (h->tensors_offset < h->tokenizer_offset + h->tokenizer_size)
+        die("model file: tensor table overlaps the tokenizer section");
+    check_range("tensor table", h->tensors_offset, (uint64_t)n * sizeof(TensorEntry), file_size);
+    const TensorEntry *table = (const TensorEntry *)(const void *)(t->data + h->tensors_offset);
+    uint64_t end = h->tensors_offset + (uint64_t)n * sizeof(TensorEntry);
+    for (int i = 0; i < n; i++) {
+        TensorEntry e;
+        memcpy(&e, &table[i], sizeof e);
+        if (memchr(e.name, 0, TENSOR_NAME_LEN) == NULL || strcmp(e.name, specs[i].name) != 0)
+            die("model file: tensor %d should be '%s' but the table has '%.*s'", i, specs[i].name,
+                TENSOR_NAME_LEN, e.name);
+        uint64_t expect = tensor_bytes(c, &specs[i]);
+        if (e.size != expect)
+            die("model file: tensor '%s' has %llu bytes, its shape (%llu, %llu, %llu) needs %llu",
+                e.name, (unsigned long long)e.size, (unsigned long long)specs[i].layers,
+                (unsigned long long)specs[i].rows, (unsigned long long)specs[i].cols,
+                (unsigned long long)expect);
+        if (e.offset % TENSOR_ALIGN)
+            die("model file: tensor '%s' offset %llu is not %u-byte aligned", e.name,
+                (unsigned long long)e.offset, TENSOR_ALIGN);
+        if (e.offset < end)
+            die("model file: tensor '%s' at offset %llu overlaps what comes before it (ends at %llu)",
+                e.name, (unsigned long long)e.offset, (unsigned long long)end);
+        check_range(e.name, e.offset, e.size, file_size);
+        *specs[i].dest = (const float *)(const void *)(t->data + e.offset);
+        end = e.offset + e.size;
+    }
+    if (c->tied_head) t->weights.lm_head = t->weights.wte;
+}
+
+/* The fixed encoding of "Attention Is All You Need" (section 3.5), computed in double like
+ * export/model.py and rounded to float once. */
+static float *sinusoid_table(int n_ctx, int n_embd) {
+    float *pe = malloc_or_die((size_t)n_ctx * (size_t)n_embd * sizeof(float), "positions");
+    for (int pos = 0; pos < n_ctx; pos++)
+        for (int i = 0; i < n_embd; i += 2) {
+            double angle = pos / pow(10000.0, (double)i / n_embd);
+            pe[(size_t)pos * n_embd + i] = (float)sin(angle);
+            pe[(size_t)pos * n_embd + i + 1] = (float)cos(angle);
+        }
+    return pe;
+}
+
+static void build_state(RunState *s, const Config *c) {
+    size_t C = (size_t)c->n_embd;
+    uint64_t cache = mul_or_die(mul_or_die((uint64_t)c->n_layer, (uint64_t)c->n_ctx, "KV cache"),
+                                mul_or_die(C, sizeof(float), "KV cache"), "KV cache");
+    if (cache > SIZE_MAX / 2) die("model file: the key/value cache would need %llu bytes",
+                                  (unsigned long long)cache);
+    s->x = malloc_or_die(C * sizeof(float), "x");
+    s->xb = malloc_or_die(C * sizeof(float), "xb");
+    s->xb2 = malloc_or_die(C * sizeof(float), "xb2");
+    s->qkv = malloc_or_die(3 * C * sizeof(float), "qkv");
+    s->att = malloc_or_die((size_t)c->n_head * (size_t)c->n_ctx * sizeof(float), "att");
+    s->hb = malloc_or_die((size_t)c->n_hidden * sizeof(float), "hb");
+    s->logits = malloc_or_die((size_t)c->vocab_size * sizeof(float), "logits");
+    s->key_cache = malloc_or_die((size_t)cache, "key cache");
+    s->value_cache = malloc_or_die((size_t)cache, "value cache");
+}
+
+static void free_state(RunState *s) {
+    free(s->x); free(s->xb); free(s->xb2); free(s->qkv); free(s->att); free(s->hb);
+    free(s->logits); free(s->key_cache); free(s->value_cache);
+}
+
+static void build_transformer(Transformer *t, const char *path) {
+    memset(t, 0, sizeof *t);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) die("cannot open model file '%s': %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) die("cannot stat model file '%s': %s", path, strerror(errno));
+    if (S_ISDIR(st.st_mode)) die("model path '%s' is a directory, not a model file", path);
+    if (!S_ISREG(st.st_mode)) die("model path '%s' is not a regular file", path);
+    if ((uint64_t)st.st_size < HEADER_SIZE)
+        die("model file '%s' is %lld bytes, shorter than the %u-byte header (truncated?)", path,
+            (long long)st.st_size, HEADER_SIZE);
+    t->file_size = (size_t)st.st_size;
+    void *map = mmap(NULL, t->file_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED) die("cannot map model file '%s': %s", path, strerror(errno));
+    t->data = map;
+    t->header = map;
+
+    load_header(t);
+    const FileHeader *h = t->header;
+    if (h->tokenizer_offset < HEADER_SIZE || h->tokenizer_offset % TENSOR_ALIGN)
+        die("model file: tokenizer offset %llu must be %u-aligned and after the header",
+            (unsigned long long)h->tokenizer_offset, TENSOR_ALIGN);
+    check_range("tokenizer section", h->tokenizer_offset, h->tokenizer_size, t->file_size);
+    const char *err = tokenizer_init(&t->tokenizer, t->data + h->tokenizer_offset,
+                                     h->tokenizer_size);
+    if (err) die("model file: %s", err);
+    if (t->tokenizer.n_tokens != (uint32_t)t->config.vocab_size)
+        die("model file: tokenizer has %u tokens but vocab_size is %d", t->tokenizer.n_tokens,
+            t->config.vocab_size);
+    if (t->config.n_layer == 0) return;
+
+    load_tensors(t);
+    if (t->config.pos_kind == POS_SINUSOIDAL) {
+        t->sinusoid = sinusoid_table(t->config.n_ctx, t->config.n_embd);
+        t->weights.wpe = t->sinusoid;
+    }
+    build_state(&t->state, &t->config);
+}
+
+static void free_transformer(Transformer *t) {
+    if (t->config.n_layer > 0) free_state(&t->state);
+    free(t->sinusoid);
+    tokenizer_free(&t->tokenizer);
+    munmap((void *)t->data, t->file_size);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Neural-net blocks. Each kernel writes its first argument. */
+
+/* LayerNorm over size values: (x - mean) / sqrt(variance + eps) * weight + bias. */
+static void layernorm(float *out, const float *x, const float *weight, const float *bias,
+                      int size, float eps) {
+    float mean = 0.0f, var = 0.0f;
+    for (int i = 0; i < size; i++) mean += x[i];
+    mean /= size;
+    for (int i = 0; i < size; i++) var += (x[i] - mean) * (x[i] - mean);
+    var /= size;
+    float inv_std = 1.0f / sqrtf(var + eps);
+    for (int i = 0; i < size; i++)
+        out[i] = (x[i] - mean) * inv_std * weight[i] + (bias ? bias[i] : 0.0f);
+}
+
+/* out (d) = W (d, n) @ x (n) + bias (d): nn.Linear. OpenMP splits the output rows. */
+static void linear(float *out, const float *x, const float *w, const float *bias, int n, int d) {
+    int i;
+#pragma omp parallel for schedule(static)
+    for (i = 0; i < d; i++) {
+        const float *row = w + (size_t)i * n;
+        float sum = 0.0f;
+        for (int j = 0; j < n; j++) sum += row[j] * x[j];
+        out[i] = sum + (bias ? bias[i] : 0.0f);
+    }
+}
+
+/* In-place softmax: subtract the max for stability, exponentiate, normalise. */
+static void softmax(float *x, int size) {
+    float max = x[0];
+    for (int i = 1; i < size; i++) if (x[i] > max) max = x[i];
+    float sum = 0.0f;
+    for (int i = 0; i < size; i++) { x[i] = expf(x[i] - max); sum += x[i]; }
+    for (int i = 0; i < size; i++) x[i] /= sum;
+}
+
+/* GELU, either GPT-2's tanh approximation or the exact erf form (nanoGPT's nn.GELU()). */
+static void gelu(float *x, int size, int kind) {
+    for (int i = 0; i < size; i++) {
+        float v = x[i];
+        if (kind == GELU_TANH)
+            x[i] = 0.5f * v * (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));
+        else
+            x[i] = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+    }
+}
+
+static void residual_add(float *x, const float *delta, int size) {
+    for (int i = 0; i < size; i++) x[i] += delta[i];
+}
+
+static float dot(const float *a, const float *b, int n) {
+    float sum = 0.0f;
+    for (int i = 0; i < n; i++) sum += a[i] * b[i];
+    return sum;
+}
+
+/* One head of causal attention for the query at position pos: weights over keys 0..pos
+ * (later positions are masked, i.e. never looked at), then the weighted sum of values.
+ * keys, values: (n_ctx, head_size) of this head; att: (n_ctx) scratch; out: (head_size). */
+static void attention_head(float *out, float *att, const float *query, const float *keys,
+                           const float *values, int pos, int head_size) {
+    float scale = 1.0f / sqrtf((float)head_size);
+    for (int t = 0; t <= pos; t++)
+        att[t] = dot(query, keys + (size_t)t * head_size, head_size) * scale;
+    softmax(att, pos + 1);
+    memset(out, 0, (size_t)head_size * sizeof(float));
+    for (int t = 0; t <= pos; t++) {
+        const float *v = values + (size_t)t * head_size;
+        for (int i = 0; i < head_size; i++) out[i] += att[t] * v[i];
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The forward pass for one token at position pos; returns the logits of the next token.
+ * Mirrors GPT.forward in export/model.py. */
+
+static float *forward(Transformer *t, int token, int pos) {
+    const Config *c = &t->config;
+    const TransformerWeights *w = &t->weights;
+    RunState *s = &t->state;
+    int C = c->n_embd, H = c->n_hidden, hs = c->head_size;
+    size_t C3 = 3 * (size_t)C;
+    float *x = s->x;
+
+    /* token embedding plus positional encoding */
+    const float *tok = w->wte + (size_t)token * C, *position = w->wpe + (size_t)pos * C;
+    for (int i = 0; i < C; i++) x[i] = tok[i] + position[i];
+
+    for (int l = 0; l < c->n_layer; l++) {
+        size_t lC = (size_t)l * C;
+        const float *bias_or_null; /* biases exist for all or none of the layers' parts */
+
+        /* attention: LayerNorm, fused query/key/value projection */
+        layernorm(s->xb, x, w->ln_1_weight + lC, c->bias ? w->ln_1_bias + lC : NULL, C, c->ln_eps);
+        bias_or_null = c->bias ? w->c_attn_bias + l * C3 : NULL;
+        linear(s->qkv, s->xb, w->c_attn_weight + l * C3 * C, bias_or_null, C, (int)C3);
+        const float *query = s->qkv, *key = s->qkv + C, *value = s->qkv + 2 * C;
+
+        /* store this position's key and value in the cache, head by head */
+        size_t layer_cache = (size_t)l * c->n_head * c->n_ctx * hs;
+        for (int h = 0; h < c->n_head; h++) {
+            size_t at = layer_cache + ((size_t)h * c->n_ctx + pos) * hs;
+            memcpy(s->key_cache + at, key + h * hs, (size_t)hs * sizeof(float));
+            memcpy(s->value_cache + at, value + h * hs, (size_t)hs * sizeof(float));
+        }
+
+        /* causal multi-head attention: each head writes its slice of xb */
+        int h;
+#pragma omp parallel for schedule(static)
+        for (h = 0; h < c->n_head; h++) {
+            size_t head_cache = layer_cache + (size_t)h * c->n_ctx * hs;
+            attention_head(s->xb + h * hs, s->att + (size_t)h * c->n_ctx, query + h * hs,
+                           s->key_cache + head_cache, s->value_cache + head_cache, pos, hs);
+        }
+
+        /* output projection and residual */
+        bias_or_null = c->bias ? w->attn_proj_bias + lC : NULL;
+        linear(s->xb2, s->xb, w->attn_proj_weight + lC * C, bias_or_null, C, C);
+        residual_add(x, s->xb2, C);
+
+        /* feed-forward: LayerNorm, expand, GELU, project back, residual */
+        layernorm(s->xb, x, w->ln_2_weight + lC, c->bias ? w->ln_2_bias + lC : NULL, C, c->ln_eps);
+        bias_or_null = c->bias ? w->c_fc_bias + (size_t)l * H : NULL;
+        linear(s->hb, s->xb, w->c_fc_weight + (size_t)l * H * C, bias_or_null, C, H);
+        gelu(s->hb, H, c->gelu);
+        bias_or_null = c->bias ? w->mlp_proj_bias + lC : NULL;
+        linear(s->xb2, s->hb, w->mlp_proj_weight + lC * H, bias_or_null, H, C);
+        residual_add(x, s->xb2, C);
+    }
+
+    /* final LayerNorm and the output head; padded vocabulary rows are never computed */
+    layernorm(x, x, w->ln_f_weight, w->ln_f_bias, C, c->ln_eps);
+    linear(s->logits, x, w->lm_head, NULL, C, c->vocab_size);
+    return s->logits;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The sampler. export/model.py's generate() reproduces it exactly:
+ *
+ *   random generator: xorshift64* (Vigna, "An experimental exploration of Marsaglia's
+ *     xorshift generators", 2016): state ^= state >> 12; state ^= state << 25;
+ *     state ^= state >> 27; output = state * 0x2545F4914F6CDD1D (mod 2^64).
+ *     Seeding: state = seed + 0x9E3779B97F4A7C15 (mod 2^64), or 1 if that is 0.
+ *     uniform() = (output >> 11) * 2^-53, in [0, 1).
+ *   temperature 0: the argmax (lowest id on ties); no random number is drawn.
+ *   otherwise, in double precision:
+ *     1. p_i = exp(z_i - max z) / sum_j exp(z_j - max z), z = logits / temperature, for the
+ *        real vocabulary only, sums taken in id order;
+ *     2. candidates ordered by p descending, ties by lower id;
+ *     3. top-k (k > 0): keep the first k candidates;
+ *     4. top-p (p < 1): with mass = sum of kept candidates' p (in order), keep the shortest
+ *        prefix whose running sum reaches p * mass;
+ *     5. r = uniform() * (sum of kept p, in order); the chosen token is the first candidate
+ *        whose running sum exceeds r (the last kept one if rounding leaves none).
+ *   Exactly one uniform() is drawn per sampled token.
+ */
+
+typedef struct {
+    uint64_t rng_state;
+    double temperature;
+    int top_k;
+    double top_p;
+    double *probs;   /* (vocab_size) */
+    int *candidates; /* (vocab_size) ids, sorted by probability */
+} Sampler;
+
+static uint64_t rng_next(uint64_t *state) {
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    return *state * 0x2545F4914F6CDD1Dull;
+}
+
+static double rng_uniform(uint64_t *state) {
+    return (double)(rng_next(state) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static void build_sampler(Sampler *s, int vocab_size, double temperature, int top_k, double top_p,
+                          uint64_t seed) {
+    s->rng_state = seed + 0x9E3779B97F4A7C15ull;
+    if (s->rng_state == 0) s->rng_state = 1;
+    s->temperature = temperature;
+    s->top_k = top_k;
+    s->top_p = top_p;
+    s->probs = malloc_or_die((size_t)vocab_size * sizeof(double), "sampler");
+    s->candidates = malloc_or_die((size_t)vocab_size * sizeof(int), "sampler");
+}
+
+static void free_sampler(Sampler *s) {
+    free(s->probs);
+    free(s->candidates);
+}
+
+static int argmax(const float *x, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++) if (x[i] > x[best]) best = i;
+    return best;
+}
+
+static const double *sort_probs; /* qsort's comparator has no context argument */
+
+/* Probability descending, then id ascending: a total order, so the result never depends on
+ * the sort algorithm. */
+static int by_probability(const void *a, const void *b) {
+    int i = *(const int *)a, j = *(const int *)b;
+    if (sort_probs[i] != sort_probs[j]) return sort_probs[i] > sort_probs[j] ? -1 : 1;
+    return (i > j) - (i < j);
+}
+
+static int sample(Sampler *s, const float *logits, int n) {
+    if (s->temperature == 0.0) return argmax(logits, n);
+    double *p = s->probs, max = logits[argmax(logits, n)] / s->temperature, sum = 0.0;
+    for (int i = 0; i < n; i++) { p[i] = exp(logits[i] / s->temperature - max); sum += p[i]; }
+    for (int i = 0; i < n; i++) p[i] /= sum;
+
+    /* Candidates that can survive truncation. Dropping them before the sort changes nothing:
+     * with top-k only the k largest can be kept; with top-p alone, tokens below
+     * (1 - top_p) / (n - 1) together hold less than 1 - top_p, so the nucleus never reaches
+     * them. */
+    int n_cand = 0;
+    double cutoff = (s->top_k == 0 && s->top_p < 1.0 && n > 1) ? (1.0 - s->top_p) / (n - 1) : 0.0;
+    for (int i = 0; i < n; i++) if (p[i] >= cutoff) s->candidates[n_cand++] = i;
+    if (n_cand == 0) for (int i = 0; i < n; i++) s->candidates[n_cand++] = i; /* rounding */
+    sort_probs = p;
+    qsort(s->candidates, (size_t)n_cand, sizeof(int), by_probability);
+    if (s->top_k > 0 && s->top_k < n_cand) n_cand = s->top_k;
+
+    if (s->top_p < 1.0) {
+        double mass = 0.0, running = 0.0;
+        for (int i = 0; i < n_cand; i++) mass += p[s->candidates[i]];
+        for (int i = 0; i < n_cand; i++) {
+            running += p[s->candidates[i]];
+            if (running >= s->top_p * mass) { n_cand = i + 1; break; }
+        }
+    }
+    double kept = 0.0, running = 0.0;
+    for (int i = 0; i < n_cand; i++) kept += p[s->candidates[i]];
+    double r = rng_uniform(&s->rng_state) * kept;
+    for (int i = 0; i < n_cand; i++) {
+        running += p[s->candidates[i]];
+        if (running > r) return s->candidates[i];
+    }
+    return s->candidates[n_cand - 1];
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Streaming output: stdout gets exactly the prompt's bytes then the generated bytes. A UTF-8
+ * character split across tokens is held back until it is whole. */
+
+typedef struct {
+    uint8_t pending[8]; /* at most 3 bytes of an incomplete character are ever held */
+    size_t n_pending;
+} Output;
+
+static void write_or_die(const void *bytes, size_t n) {
+    if (n && fwrite(bytes, 1, n, stdout) != n) {
+        if (errno == EPIPE) exit(0); /* the reader went away (e.g. `| head`): stop quietly */
+        die("cannot write to stdout: %s", strerror(errno));
+    }
+}
+
+static void flush_or_die(void) {
+    if (fflush(stdout) != 0) {
+        if (errno == EPIPE) exit(0);
+        die("cannot write to stdout: %s", strerror(errno));
+    }
+}
+
+/* Length a UTF-8 sequence starting with lead byte b should have (1 for anything invalid). */
+static size_t utf8_length(uint8_t b) {
+    if (b >= 0xC2 && b <= 0xDF) return 2;
+    if (b >= 0xE0 && b <= 0xEF) return 3;
+    if (b >= 0xF0 && b <= 0xF4) return 4;
+    return 1;
+}
+
+static void output_bytes(Output *o, const uint8_t *bytes, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uint8_t b = bytes[i];
+        if (o->n_pending > 0 && (b & 0xC0) != 0x80) { /* sequence broken: emit as it is */
+            write_or_die(o->pending, o->n_pending);
+            o->n_pending = 0;
+        }
+        if (o->n_pending == 0 && utf8_length(b) == 1) { write_or_die(&b, 1); continue; }
+        o->pending[o->n_pending++] = b;
+        if (o->n_pending == utf8_length(o->pending[0])) {
+            write_or_die(o->pending, o->n_pending);
+            o->n_pending = 0;
+        }
+    }
+    flush_or_die();
+}
+
+static void output_finish(Output *o) {
+    write_or_die(o->pending, o->n_pending);
+    o->n_pending = 0;
+    flush_or_die();
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Generation, tokenization and model information. */
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static uint32_t *encode_or_die(Transformer *t, const uint8_t *text, size_t len, long *n_ids) {
+    uint32_t *ids = NULL;
+    size_t cap = 0;
+    const char *err;
+    *n_ids = tokenizer_encode(&t->tokenizer, text, len, &ids, &cap, &err);
+    if (*n_ids < 0) die("cannot tokenize the prompt: %s", err);
+    return ids;
+}
+
+/* The token generation starts from when there is no prompt: end-of-text, or a newline for a
+ * character vocabulary without one. */
+static uint32_t start_token(Transformer *t) {
+    if (t->tokenizer.eot_id >= 0) return (uint32_t)t->tokenizer.eot_id;
+    uint32_t *ids = NULL;
+    size_t cap = 0;
+    const char *err;
+    long n = tokenizer_encode(&t->tokenizer, (const uint8_t *)"\n", 1, &ids, &cap, &err);
+    if (n != 1) die("no prompt given and the vocabulary has neither end-of-text nor a newline"
+                    " token to start from: give a prompt with -i");
+    uint32_t id = ids[0];
+    free(ids);
+    return id;
+}
+
+static void generate(Transformer *t, Sampler *sampler, const uint8_t *prompt, size_t prompt_len,
+                     long max_new, int ignore_eos) {
+    const Config *c = &t->config;
+    long n_prompt;
+    uint32_t *tokens = encode_or_die(t, prompt, prompt_len, &n_prompt);
+    int from_start = n_prompt == 0;
+    if (from_start) {
+        free(tokens);
+        tokens = malloc_or_die(sizeof(uint32_t), "prompt");
+        tokens[0] = start_token(t);
+        n_prompt = 1;
+    }
+    if (n_prompt > c->n_ctx)
+        die("the prompt is %ld tokens, longer than the model's context of %d tokens", n_prompt,
+            c->n_ctx);
+
+    Output out = {0};
+    if (!from_start) output_bytes(&out, prompt, prompt_len);
+
+    /* the prompt, one token at a time through the key/value cache */
+    double t0 = now_seconds();
+    float *logits = NULL;
+    for (long pos = 0; pos < n_prompt; pos++) logits = forward(t, (int)tokens[pos], (int)pos);
+    double t1 = now_seconds();
+
+    long n_generated = 0, pos = n_prompt;
+    while (n_generated < max_new) {
+        if (pos >= c->n_ctx) {
+            fprintf(stderr, "note: stopped at the model's context length of %d tokens\n", c->n_ctx);
+            break;
+        }
+        int next = sample(sampler, logits, c->vocab_size);
+        if (next == t->tokenizer.eot_id && !ignore_eos) break;
+        size_t len;
+        const uint8_t *bytes = tokenizer_token(&t->tokenizer, (uint32_t)next, &len);
+        output_bytes(&out, bytes, len);
+        n_generated++;
+        /* feed the token back only when another one will be sampled after it */
+        if (n_generated < max_new && pos + 1 < c->n_ctx) logits = forward(t, next, (int)pos);
+        pos++;
+    }
+    output_finish(&out);
+    double t2 = now_seconds();
+    fprintf(stderr, "timing: prompt %ld tokens %.2f tok/s, generated %ld tokens %.2f tok/s\n",
+            n_prompt, t1 > t0 ? n_prompt / (t1 - t0) : 0.0, n_generated,
+            t2 > t1 ? n_generated / (t2 - t1) : 0.0);
+    free(tokens);
+}
+
+/* --logits: the prompt through the key/value-cache path, logits of every position written as
+ * raw little-endian float32, shape (n_prompt, vocab_size); for comparing with PyTorch. The file
+ * appears under its name only when complete. */
+static void write_logits(Transformer *t, const uint8_t *text, size_t len, const char *path) {
+    long n;
+    uint32_t *ids = encode_or_die(t, text, len, &n);
+    if (n == 0) die("--logits needs a non-empty prompt");
+    if (n > t->config.n_ctx)
+        die("the prompt is %ld tokens, longer than the model's context of %d tokens", n,
+            t->config.n_ctx);
+    size_t tmp_len = strlen(path) + 16;
+    char *tmp = malloc_or_die(tmp_len, "path");
+    snprintf(tmp, tmp_len, "%s.tmp%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) die("cannot create '%s': %s", tmp, strerror(errno));
+    for (long pos = 0; pos < n; pos++) {
+        const float *logits = forward(t, (int)ids[pos], (int)pos);
+        if (fwrite(logits, sizeof(float), (size_t)t->config.vocab_size, f) !=
+            (size_t)t->config.vocab_size) {
+            fclose(f);
+            remove(tmp);
+            die("cannot write '%s': %s", tmp, strerror(errno));
+        }
+    }
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        remove(tmp);
+        die("cannot write '%s': %s", path, strerror(errno));
+    }
+    free(tmp);
+    free(ids);
+}
+
+static void print_tokens(Transformer *t, const uint8_t *text, size_t len) {
+    long n;
+    uint32_t *ids = encode_or_die(t, text, len, &n);
+    for (long i = 0; i < n; i++) printf(i ? " %u" : "%u", ids[i]);
+    printf("\n");
+    flush_or_die();
+    free(ids);
+}
+
+static void print_info(const Transformer *t, const char *path) {
+    const Config *c = &t->config;
+    const FileHeader *h = t->header;
+    printf("file: %s (%zu bytes, format version %u)\n", path, t->file_size, h->version);
+    printf("tokenizer: %u tokens, %s pre-tokenizer, end-of-text id %d\n", t->tokenizer.n_tokens,
+           t->tokenizer.pretokenizer == PRETOK_CHAR ? "character"
+           : t->tokenizer.pretokenizer == PRETOK_GPT2 ? "gpt2" : "cl100k",
+           t->tokenizer.eot_id);
+    if (c->n_layer == 0) { printf("tokenizer-only file (no model)\n"); return; }
+    printf("n_layer %d, n_head %d, n_embd %d (head_size %d), n_hidden %d, n_ctx %d\n", c->n_layer,
+           c->n_head, c->n_embd, c->head_size, c->n_hidden, c->n_ctx);
+    printf("vocab_size %d (padded to %d), ln_eps %g, gelu %s, bias %s, head %s, positions %s,"
+           " weights %s\n", c->vocab_size, c->vocab_padded, (double)c->ln_eps,
+           c->gelu == GELU_TANH ? "tanh" : "erf", c->bias ? "yes" : "no",
+           c->tied_head ? "tied" : "separate", c->pos_kind == POS_LEARNED ? "learned" : "sinusoidal",
+           c->weight_type == WT_F32 ? "f32" : "q8_0");
+    printf("%-22s %12s %12s\n", "section", "offset", "bytes");
+    printf("%-22s %12d %12u\n", "header", 0, HEADER_SIZE);
+    printf("%-22s %12llu %12llu\n", "tokenizer", (unsigned long long)h->tokenizer_offset,
+           (unsigned long long)h->tokenizer_size);
+    const TensorEntry *table = (const TensorEntry *)(const void *)(t->data + h->tensors_offset);
+    printf("%-22s %12llu %12llu\n", "tensor table", (unsigned long long)h->tensors_offset,
+           (unsigned long long)h->n_tensors * sizeof(TensorEntry));
+    for (uint32_t i = 0; i < h->n_tensors; i++)
+        printf("%-22s %12llu %12llu\n", table[i].name, (unsigned long long)table[i].offset,
+               (unsigned long long)table[i].size);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Command line (SPEC section 1.1). */
+
+static void usage(FILE *f) {
+    fprintf(f,
+        "usage: run MODEL.bin [options]\n"
+        "  -i, --prompt TEXT         prompt text\n"
+        "  -f, --prompt-file FILE    prompt read from a file (raw bytes)\n"
+        "  -n, --max-new-tokens N    tokens to generate after the prompt (default 256)\n"
+        "  -t, --temperature T       0 = greedy argmax (default 1.0)\n"
+        "  -k, --top-k K             keep the K most likely tokens, 0 = off (default 0)\n"
+        "  -p, --top-p P             nucleus sampling, 1.0 = off (default 0.9)\n"
+        "  -s, --seed S              RNG seed (default: from the clock); echoed on stderr\n"
+        "      --threads N           worker threads (default: all cores)\n"
+        "      --ignore-eos          keep generating past the end-of-text token\n"
+        "      --tokenize            print the prompt's token ids, then exit\n"
+        "      --info                print the model's configuration and file layout, then exit\n"
+        "      --logits OUT          write the prompt's logits at every position (float32,\n"
+        "                            positions x vocab_size) for comparing with PyTorch, then exit\n"
+        "  -h, --help                this text\n");
+}
+
+static long parse_long(const char *flag, const char *s, long lo, long hi) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (*s == '\0' || *end != '\0' || errno == ERANGE)
+        die("%s needs a whole number, got '%s'", flag, s);
+    if (v < lo || v > hi) die("%s must be between %ld and %ld, got %ld", flag, lo, hi, v);
+    return v;
+}
+
+static double parse_double(const char *flag, const char *s, double lo, double hi) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (*s == '\0' || *end != '\0' || errno == ERANGE || !isfinite(v))
+        die("%s needs a number, got '%s'", flag, s);
+    if (v < lo || v > hi) die("%s must be between %g and %g, got '%s'", flag, lo, hi, s);
+    return v;
+}
+
+static uint8_t *read_file_or_die(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) die("cannot open prompt file '%s': %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode))
+        die("prompt file '%s' is a directory", path);
+    size_t cap = 4096, n = 0;
+    uint8_t *buf = malloc_or_die(cap, "prompt");
+    for (;;) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (ferror(f)) die("cannot read prompt file '%s': %s", path, strerror(errno));
+        if (n < cap) break;
+        buf = realloc(buf, cap *= 2);
+        if (!buf) die("out of memory reading prompt file '%s'", path);
+    }
+    fclose(f);
+    *len = n;
+    return buf;
+}
+
+enum { OPT_THREADS = 256, OPT_IGNORE_EOS, OPT_TOKENIZE, OPT_INFO, OPT_LOGITS };
+
+#ifndef TESTING
+int main(int argc, char **argv) {
+    const char *prompt = NULL, *prompt_file = NULL, *logits_path = NULL;
+    long max_new = 256, top_k = 0, threads = 0;
+    double temperature = 1.0, top_p = 0.9;
+    uint64_t seed = 0;
+    int have_seed = 0, ignore_eos = 0, tokenize = 0, info = 0;
+    static const struct option options[] = {
+        {"prompt", required_argument, 0, 'i'},
+        {"prompt-file", required_argument, 0, 'f'},
+        {"max-new-tokens", required_argument, 0, 'n'},
+        {"temperature", required_argument, 0, 't'},
+        {"top-k", required_argument, 0, 'k'},
+        {"top-p", required_argument, 0, 'p'},
+        {"seed", required_argument, 0, 's'},
+        {"threads", required_argument, 0, OPT_THREADS},
+        {"ignore-eos", no_argument, 0, OPT_IGNORE_EOS},
+        {"tokenize", no_argument, 0, OPT_TOKENIZE},
+        {"info", no_argument, 0, OPT_INFO},
+        {"logits", required_argument, 0, OPT_LOGITS},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    opterr = 0; /* we print our own one-line errors */
+    int opt;
+    while ((opt = getopt_long(argc, argv, ":i:f:n:t:k:p:s:h", options, NULL)) != -1) {
+        switch (opt) {
+        case 'i': prompt = optarg; break;
+        case 'f': prompt_file = optarg; break;
+        case 'n': max_new = parse_long("-n/--max-new-tokens", optarg, 0, INT_MAX); break;
+        case 't': temperature = parse_double("-t/--temperature", optarg, 0.0, 1e6); break;
+        case 'k': top_k = parse_long("-k/--top-k", optarg, 0, INT_MAX); break;
+        case 'p': top_p = parse_double("-p/--top-p", optarg, 1e-9, 1.0); break;
+        case 's': {
+            char *end;
+            errno = 0;
+            unsigned long long v = strtoull(optarg, &end, 10);
+            if (!*optarg || *end || errno == ERANGE || *optarg == '-')
+                die("-s/--seed needs a whole number from 0 to 2^64-1, got '%s'", optarg);
+            seed = v;
+            have_seed = 1;
+            break;
+        }
+        case OPT_THREADS: threads = parse_long("--threads", optarg, 1, 1024); break;
+        case OPT_IGNORE_EOS: ignore_eos = 1; break;
+        case OPT_TOKENIZE: tokenize = 1; break;
+        case OPT_INFO: info = 1; break;
+        case OPT_LOGITS: logits_path = optarg; break;
+        case 'h': usage(stdout); return 0;
+        case ':': die("option '%s' needs a value (see --help)", argv[optind - 1]);
+        default: die("unknown option '%s' (see --help)", argv[optind - 1]);
+        }
+    }
+    if (optind >= argc) die("no model file given (usage: run MODEL.bin [options], see --help)");
+    if (optind + 1 < argc) die("unexpected argument '%s' (see --help)", argv[optind + 1]);
+    if (prompt && prompt_file) die("give the prompt with -i or -f, not both");
+    const char *model_path = argv[optind];
+    signal(SIGPIPE, SIG_IGN); /* a closed pipe shows up as EPIPE, handled in write_or_die */
+#ifdef _OPENMP
+    if (threads > 0) omp_set_num_threads((int)threads);
+#endif
+
+    uint8_t *text = NULL;
+    size_t text_len = 0;
+    if (prompt_file) text = read_file_or_die(prompt_file, &text_len);
+    else if (prompt) { text_len = strlen(prompt); text = malloc_or_die(text_len, "prompt");
+                       memcpy(text, prompt, text_len); }
+
+    Transformer transformer;
+    build_transformer(&transformer, model_path);
+    if (info) print_info(&transformer, model_path);
+    else if (tokenize) print_tokens(&transformer, text, text_len);
+    else {
+        if (transformer.config.n_layer == 0)
+            die("'%s' holds only a tokenizer: it can --tokenize but not generate", model_path);
+        if (logits_path) {
+            write_logits(&transformer, text, text_len, logits_path);
+            free_transformer(&transformer);
+            free(text);
+            return 0;
+        }
+        if (!have_seed) seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+        fprintf(stderr, "seed: %llu\n", (unsigned long long)seed);
+        Sampler sampler;
+        build_sampler(&sampler, transformer.config.vocab_size, temperature, (int)top_k,
+                      top_p, seed);
+        generate(&transformer, &sampler, text, text_len, max_new, ignore_eos);
+        free_sampler(&sampler);
+    }
+    free_transformer(&transformer);
+    free(text);
+    return 0;
+}
+#endif
