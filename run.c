@@ -482,10 +482,12 @@ static float *forward(Transformer *t, int token, int pos) {
  *        real vocabulary only, sums taken in id order;
  *     2. candidates ordered by p descending, ties by lower id;
  *     3. top-k (k > 0): keep the first k candidates;
- *     4. top-p (p < 1): with mass = sum of kept candidates' p (in order), keep the shortest
- *        prefix whose running sum reaches p * mass;
- *     5. r = uniform() * (sum of kept p, in order); the chosen token is the first candidate
- *        whose running sum exceeds r (the last kept one if rounding leaves none).
+ *     4. top-p (p < 1): keep the shortest prefix whose running sum reaches p * mass, where
+ *        mass = 1 without top-k, else the sum of the k kept p (in order);
+ *     5. the kept candidates are put back in id order; r = uniform() * (sum of their p, in id
+ *        order); the chosen token is the first whose running sum exceeds r (the last one if
+ *        rounding leaves none). Walking in id order, not probability order, keeps the choice
+ *        stable when near-equal probabilities would sort differently after rounding noise.
  *   Exactly one uniform() is drawn per sampled token.
  */
 
@@ -495,6 +497,7 @@ typedef struct {
     int top_k;
     double top_p;
     double *probs;   /* (vocab_size) */
+    double *scratch; /* (vocab_size) for finding the k-th largest probability */
     int *candidates; /* (vocab_size) ids, sorted by probability */
 } Sampler;
 
@@ -517,11 +520,13 @@ static void build_sampler(Sampler *s, int vocab_size, double temperature, int to
     s->top_k = top_k;
     s->top_p = top_p;
     s->probs = malloc_or_die((size_t)vocab_size * sizeof(double), "sampler");
+    s->scratch = malloc_or_die((size_t)vocab_size * sizeof(double), "sampler");
     s->candidates = malloc_or_die((size_t)vocab_size * sizeof(int), "sampler");
 }
 
 static void free_sampler(Sampler *s) {
     free(s->probs);
+    free(s->scratch);
     free(s->candidates);
 }
 
@@ -529,6 +534,24 @@ static int argmax(const float *x, int n) {
     int best = 0;
     for (int i = 1; i < n; i++) if (x[i] > x[best]) best = i;
     return best;
+}
+
+/* The k-th largest of x[0..n) (k from 1), by quickselect; reorders x. */
+static double kth_largest(double *x, int n, int k) {
+    int lo = 0, hi = n - 1, want = k - 1;
+    while (lo < hi) {
+        double pivot = x[lo + (hi - lo) / 2];
+        int i = lo, j = hi;
+        while (i <= j) { /* larger values to the left */
+            while (x[i] > pivot) i++;
+            while (x[j] < pivot) j--;
+            if (i <= j) { double tmp = x[i]; x[i] = x[j]; x[j] = tmp; i++; j--; }
+        }
+        if (want <= j) hi = j;
+        else if (want >= i) lo = i;
+        else break;
+    }
+    return x[want];
 }
 
 static const double *sort_probs; /* qsort's comparator has no context argument */
@@ -541,6 +564,11 @@ static int by_probability(const void *a, const void *b) {
     return (i > j) - (i < j);
 }
 
+static int by_id(const void *a, const void *b) {
+    int i = *(const int *)a, j = *(const int *)b;
+    return (i > j) - (i < j);
+}
+
 static int sample(Sampler *s, const float *logits, int n) {
     if (s->temperature == 0.0) return argmax(logits, n);
     double *p = s->probs, max = logits[argmax(logits, n)] / s->temperature, sum = 0.0;
@@ -548,25 +576,33 @@ static int sample(Sampler *s, const float *logits, int n) {
     for (int i = 0; i < n; i++) p[i] /= sum;
 
     /* Candidates that can survive truncation. Dropping them before the sort changes nothing:
-     * with top-k only the k largest can be kept; with top-p alone, tokens below
-     * (1 - top_p) / (n - 1) together hold less than 1 - top_p, so the nucleus never reaches
-     * them. */
+     * with top-k only tokens at least as likely as the k-th can be kept; with top-p alone,
+     * tokens below (1 - top_p) / (n - 1) together hold less than 1 - top_p, so the nucleus
+     * never reaches them. */
     int n_cand = 0;
-    double cutoff = (s->top_k == 0 && s->top_p < 1.0 && n > 1) ? (1.0 - s->top_p) / (n - 1) : 0.0;
+    double cutoff = 0.0;
+    if (s->top_k > 0 && s->top_k < n) {
+        memcpy(s->scratch, p, (size_t)n * sizeof(double));
+        cutoff = kth_largest(s->scratch, n, s->top_k);
+    } else if (s->top_p < 1.0 && n > 1) {
+        cutoff = (1.0 - s->top_p) / (n - 1);
+    }
     for (int i = 0; i < n; i++) if (p[i] >= cutoff) s->candidates[n_cand++] = i;
     if (n_cand == 0) for (int i = 0; i < n; i++) s->candidates[n_cand++] = i; /* rounding */
     sort_probs = p;
     qsort(s->candidates, (size_t)n_cand, sizeof(int), by_probability);
-    if (s->top_k > 0 && s->top_k < n_cand) n_cand = s->top_k;
+    int top_k_applied = s->top_k > 0 && s->top_k < n;
+    if (top_k_applied && s->top_k < n_cand) n_cand = s->top_k;
 
     if (s->top_p < 1.0) {
-        double mass = 0.0, running = 0.0;
-        for (int i = 0; i < n_cand; i++) mass += p[s->candidates[i]];
+        double mass = top_k_applied ? 0.0 : 1.0, running = 0.0;
+        if (top_k_applied) for (int i = 0; i < n_cand; i++) mass += p[s->candidates[i]];
         for (int i = 0; i < n_cand; i++) {
             running += p[s->candidates[i]];
             if (running >= s->top_p * mass) { n_cand = i + 1; break; }
         }
     }
+    qsort(s->candidates, (size_t)n_cand, sizeof(int), by_id);
     double kept = 0.0, running = 0.0;
     for (int i = 0; i < n_cand; i++) kept += p[s->candidates[i]];
     double r = rng_uniform(&s->rng_state) * kept;

@@ -155,15 +155,19 @@ class GPT(nn.Module):
             return self.transformer.wpe.weight[:T]
         return self.sinusoid[:T]
 
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:  # [B, T] ids -> [B, T, vocab_size]
+    def hidden(self, idx: torch.Tensor) -> torch.Tensor:  # [B, T] ids -> [B, T, C]
         B, T = idx.shape
         assert T <= self.config.n_ctx, f"sequence of {T} is longer than the context {self.config.n_ctx}"
         x = self.transformer.wte(idx) + self.positions(T)  # token embedding + position
         for block in self.transformer.h:
             x = block(x)
-        x = self.transformer.ln_f(x)
-        logits = self.lm_head(x)
-        return logits[:, :, : self.config.vocab_size]  # padded rows are never scored
+        return self.transformer.ln_f(x)
+
+    def head(self, x: torch.Tensor) -> torch.Tensor:  # [.., C] -> [.., vocab_size]
+        return self.lm_head(x)[..., : self.config.vocab_size]  # padded rows are never scored
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:  # [B, T] ids -> [B, T, vocab_size]
+        return self.head(self.hidden(idx))
 
     def attention_weights(self, idx: torch.Tensor) -> torch.Tensor:
         """[T] ids -> [n_layer, n_head, T, T] attention probabilities."""
@@ -209,15 +213,18 @@ def sample(logits: np.ndarray, rng: Rng, temperature: float, top_k: int, top_p: 
     e = np.exp(z - z.max())
     p = e / np.cumsum(e)[-1]  # cumsum: summed in id order, like the C loop
     order = np.lexsort((np.arange(len(p)), -p))  # p descending, then id ascending
+    mass = 1.0
     if 0 < top_k < len(order):
         order = order[:top_k]
+        mass = float(np.cumsum(p[order])[-1])
     kept = p[order]
     if top_p < 1.0:
         running = np.cumsum(kept)
-        reach = np.nonzero(running >= top_p * running[-1])[0]
+        reach = np.nonzero(running >= top_p * mass)[0]
         if len(reach):
             order, kept = order[: reach[0] + 1], kept[: reach[0] + 1]
-    running = np.cumsum(kept)
+    order = np.sort(order)  # the draw walks the kept tokens in id order
+    running = np.cumsum(p[order])
     r = rng.uniform() * running[-1]
     above = np.nonzero(running > r)[0]
     return int(order[above[0]] if len(above) else order[-1])
@@ -235,7 +242,7 @@ def generate(model: GPT, prompt: list[int], max_new_tokens: int, temperature: fl
     seq = list(prompt)
     out: list[int] = []
     while len(out) < max_new_tokens and len(seq) < model.config.n_ctx:
-        logits = model(torch.tensor([seq]))[0, -1].numpy()
+        logits = model.head(model.hidden(torch.tensor([seq]))[0, -1]).numpy()
         token = sample(logits, rng, temperature, top_k, top_p)
         if token == eot_id and not ignore_eos:
             break

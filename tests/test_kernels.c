@@ -1,0 +1,93 @@
+/* Hand-computed checks of run.c's kernels: run.c is included whole (its main() is left out
+ * under TESTING), so the static functions are tested as they are. Exit status 1 on failure. */
+#define TESTING
+#include "../run.c"
+
+static int failures = 0, checks = 0;
+
+static void expect_near(const char *what, double got, double want, double tol) {
+    checks++;
+    int ok = fabs(got - want) <= tol;
+    printf("%s %s: got %.6f, want %.6f (within %g)\n", ok ? "ok" : "not ok", what, got, want, tol);
+    if (!ok) failures++;
+}
+
+int main(void) {
+    /* softmax([4.0, -1.0, 2.1]) = exp(x) / sum exp(x): 54.598, 0.368, 8.166 over 63.132 */
+    float a[3] = {4.0f, -1.0f, 2.1f};
+    softmax(a, 3);
+    expect_near("softmax([4,-1,2.1])[0]", a[0], 0.8648, 5e-5);
+    expect_near("softmax([4,-1,2.1])[1]", a[1], 0.0058, 5e-5);
+    expect_near("softmax([4,-1,2.1])[2]", a[2], 0.1294, 5e-5);
+
+    /* the issue quotes these to three digits, truncated (0.34859 appears as 0.348) */
+    float b[3] = {0.606f, 0.2f, -0.8f};
+    softmax(b, 3);
+    expect_near("softmax([0.606,0.2,-0.8])[0]", b[0], 0.523, 1e-3);
+    expect_near("softmax([0.606,0.2,-0.8])[1]", b[1], 0.348, 1e-3);
+    expect_near("softmax([0.606,0.2,-0.8])[2]", b[2], 0.128, 1e-3);
+
+    /* scaled dot product (0.6,0.3,0.8).(0.5,0.1,0.9)/sqrt(3) = 1.05/1.732 = 0.606 */
+    float q[3] = {0.6f, 0.3f, 0.8f}, k[3] = {0.5f, 0.1f, 0.9f};
+    expect_near("scaled dot product", dot(q, k, 3) / sqrtf(3.0f), 0.606, 5e-4);
+
+    /* The attention weights for that query over keys [k, 0] are softmax([0.606, 0]) ... */
+    float keys[3 * 3] = {0.5f, 0.1f, 0.9f, 0, 0, 0, NAN, NAN, NAN};
+    float values[3 * 3] = {1, 2, 3, 4, 5, 6, NAN, NAN, NAN};
+    float att[3], out[3];
+    att[2] = -7.0f; /* sentinel: position 2 is in the future for pos = 1 */
+    attention_head(out, att, q, keys, values, 1, 3);
+    expect_near("attention weight of key 0", att[0], 1 / (1 + exp(-0.606218)), 1e-5);
+    expect_near("attention weight of key 1", att[1], 1 / (1 + exp(0.606218)), 1e-5);
+    expect_near("output = weighted sum of values", out[0], att[0] * 1 + att[1] * 4, 1e-6);
+    /* ... and a masked (future) position gets weight exactly 0: its NaN key and value, which
+     * would poison any sum they entered, leave the output finite. */
+    checks++;
+    int masked_ok = isfinite(out[0]) && isfinite(out[1]) && isfinite(out[2]) && att[2] == -7.0f;
+    printf("%s masked position has weight exactly 0\n", masked_ok ? "ok" : "not ok");
+    if (!masked_ok) failures++;
+    /* pos = 0: the only visible key gets weight exactly 1 */
+    attention_head(out, att, q, keys, values, 0, 3);
+    expect_near("single visible key has weight 1", att[0], 1.0, 0.0);
+
+    /* GELU at 1: tanh form 0.841192, erf form 0.841345 (x * Phi(x)) */
+    float g[2] = {1.0f, 1.0f};
+    gelu(g, 1, GELU_TANH);
+    gelu(g + 1, 1, GELU_ERF);
+    expect_near("gelu_tanh(1)", g[0], 0.841192, 1e-5);
+    expect_near("gelu_erf(1)", g[1], 0.841345, 1e-5);
+
+    /* LayerNorm of [1, 2, 3]: mean 2, variance 2/3 -> [-1.2247, 0, 1.2247] */
+    float x[3] = {1, 2, 3}, w[3] = {1, 1, 1}, y[3];
+    layernorm(y, x, w, NULL, 3, 0.0f);
+    expect_near("layernorm([1,2,3])[0]", y[0], -1.224745, 1e-5);
+    expect_near("layernorm([1,2,3])[2]", y[2], 1.224745, 1e-5);
+
+    /* Streaming output holds back a UTF-8 character split across tokens: "—" is E2 80 94. */
+    fflush(stdout);
+    int saved = dup(1);
+    FILE *capture = tmpfile();
+    dup2(fileno(capture), 1);
+    Output o = {0};
+    const uint8_t dash[3] = {0xE2, 0x80, 0x94};
+    long sizes[3];
+    for (int i = 0; i < 3; i++) {
+        output_bytes(&o, dash + i, 1);
+        sizes[i] = lseek(1, 0, SEEK_END);
+    }
+    output_bytes(&o, (const uint8_t *)"a\xC3", 2); /* "a" then half of "é" */
+    long before_finish = lseek(1, 0, SEEK_END);
+    output_finish(&o); /* at the end, whatever remains is flushed */
+    long after_finish = lseek(1, 0, SEEK_END);
+    fflush(stdout);
+    dup2(saved, 1);
+    checks++;
+    int stream_ok = sizes[0] == 0 && sizes[1] == 0 && sizes[2] == 3 && before_finish == 4 &&
+                    after_finish == 5;
+    printf("%s split UTF-8 held back until whole (%ld %ld %ld %ld %ld)\n", stream_ok ? "ok" : "not ok",
+           sizes[0], sizes[1], sizes[2], before_finish, after_finish);
+    if (!stream_ok) failures++;
+
+    printf("%d passed, %d failed\n", checks - failures, failures);
+    return failures ? 1 : 0;
+}
