@@ -6,6 +6,7 @@ WARN := -std=c11 -Wall -Wextra -Wshadow -Wno-unknown-pragmas
 # OpenMP when the compiler has it; run.c also builds without it (one thread).
 OPENMP := $(shell echo 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo -fopenmp)
 SOURCES := run.c tokenizer.c
+HEADERS := model.h unicode_tables.h
 MODEL ?= models/kjv.bin
 # The program's file is named by its absolute path so that `make run` can mean "build and run".
 BIN := $(CURDIR)/run
@@ -14,14 +15,14 @@ BIN := $(CURDIR)/run
 
 all: $(BIN)
 
-$(BIN): $(SOURCES) model.h
+$(BIN): $(SOURCES) $(HEADERS)
 	$(CC) $(CFLAGS) $(WARN) $(OPENMP) -o $@ $(SOURCES) -lm
 
 # build the program and generate from the shipped model
 run: $(BIN)
 	./run $(MODEL) -i "And God said" -n 200 -t 0.8 -k 40 -p 0.9
 
-tests/build/test_kernels: tests/test_kernels.c $(SOURCES) model.h
+tests/build/test_kernels: tests/test_kernels.c $(SOURCES) $(HEADERS)
 	@mkdir -p tests/build
 	$(CC) -O2 $(WARN) -Wno-unused-function -o $@ tests/test_kernels.c tokenizer.c -lm
 

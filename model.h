@@ -102,7 +102,9 @@ typedef struct {
     uint32_t *table;           /* hash of token bytes -> id + 1 (0 = empty slot) */
     uint64_t table_mask;
     /* scratch reused by every encode call, grown as needed (not touched while decoding) */
+    uint32_t max_token_len;    /* longest token in bytes */
     struct BpePart *parts;
+    uint64_t *heap;
     size_t parts_cap;
 } Tokenizer;
 

@@ -111,10 +111,12 @@ class Block(nn.Module):
         self.attn = CausalSelfAttention(c)
         self.ln_2 = LayerNorm(c.n_embd, c.bias, c.ln_eps)
         self.mlp = MLP(c)
+        self.dropout = 0.0  # training only (train.py sets it); inference never drops
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # [B, T, C] -> [B, T, C]
-        x = x + self.attn(self.ln_1(x))  # residual around attention
-        x = x + self.mlp(self.ln_2(x))   # residual around the feed-forward layer
+        drop = lambda y: F.dropout(y, self.dropout, self.training) if self.dropout else y  # noqa: E731
+        x = x + drop(self.attn(self.ln_1(x)))  # residual around attention
+        x = x + drop(self.mlp(self.ln_2(x)))   # residual around the feed-forward layer
         return x
 
 

@@ -4,11 +4,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-/usr/bin/python3}
-APT_PACKAGES="python3-torch python3-numpy python3-pytest python3-matplotlib libopenblas0-openmp bible-kjv nodejs npm gcc make"
+APT_PACKAGES="python3-torch python3-numpy python3-regex python3-pytest python3-matplotlib libopenblas0-openmp bible-kjv nodejs npm gcc make"
 
 missing=()
 $PYTHON -c "import torch, numpy" 2>/dev/null || missing+=(python3-torch python3-numpy libopenblas0-openmp)
 $PYTHON -c "import pytest" 2>/dev/null || missing+=(python3-pytest)
+$PYTHON -c "import regex" 2>/dev/null || missing+=(python3-regex)
 $PYTHON -c "import matplotlib" 2>/dev/null || missing+=(python3-matplotlib)
 command -v bible >/dev/null || missing+=(bible-kjv)
 command -v node >/dev/null || missing+=(nodejs)

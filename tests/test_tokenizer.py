@@ -1,49 +1,93 @@
-"""tokenizer.c against OpenAI's tiktoken (npm package `tiktoken`, encode_ordinary)."""
+"""tokenizer.c against OpenAI's tiktoken (npm package `tiktoken`, encode_ordinary), for gpt2
+and cl100k_base, on the committed fixtures (tests/gen_tokenizer_fixtures.py made them), plus
+byte-exact decode(encode(x)) on arbitrary bytes, invalid UTF-8 included."""
 from __future__ import annotations
 
 import base64
+import gzip
 import json
+import random
 import subprocess
+from pathlib import Path
 
-from common import REPO, RUN, TEXT, export, gpt2_tokenizer
+import pytest
 
-ENGLISH = [
-    TEXT,
-    "Hello world", " leading space", "trailing space ", "two  spaces", "tabs\tand\nnewlines\n\n",
-    "It's, they're, we've, I'm, you'll, he'd, can't", "IT'S UPPER CASE CONTRACTIONS",
-    "numbers 1234567890 and 3.14159, 1,000,000", "punctuation!!! ... ??? --- ((()))",
-    "mixed123abc456", "   \n   \n", "<|endoftext|> is plain text here", "a" * 300,
-    "def f(x):\n    return x ** 2  # comment\n", "email@example.com https://example.org/path?q=1",
-]
+from common import REPO, RUN, TMP, TEXT, export, gpt2_tokenizer
+from export_tokenizer import load_ranks
 
-
-def tiktoken_ids(encoding: str, texts: list[str]) -> list[list[int]]:
-    req = {"encoding": encoding, "texts": [base64.b64encode(t.encode()).decode() for t in texts]}
-    r = subprocess.run(["node", str(REPO / "tests" / "tiktoken_ids.js")], input=json.dumps(req).encode(),
-                       capture_output=True, timeout=120, cwd=REPO)
-    assert r.returncode == 0, f"node tiktoken failed (run `make test` to install it): {r.stderr.decode()}"
-    return json.loads(r.stdout)
+FIXTURES = json.load(gzip.open(REPO / "tests" / "fixtures" / "tokenizer.json.gz", "rt"))
+ENCODERS = REPO / "node_modules" / "tiktoken" / "encoders"
+_files: dict[str, tuple] = {}
 
 
-def c_ids(model, text: bytes) -> list[int]:
-    r = subprocess.run([str(RUN), str(model), "--tokenize", "-f", "/dev/stdin"], input=text,
-                       capture_output=True, timeout=60)
+def tokenizer_file(name: str):
+    """(path, TokenizerData): 'gpt2' from GPT-2's encoder.json/vocab.bpe as export.py reads
+    them; 'gpt2_tiktoken' and 'cl100k' from the npm tiktoken package's rank files."""
+    if name not in _files:
+        if name == "gpt2":
+            tok = gpt2_tokenizer()
+        else:
+            tok = load_ranks(ENCODERS / ("gpt2.json" if name == "gpt2_tiktoken" else "cl100k_base.json"), None)
+        _files[name] = (export(None, tok, f"tokenizer_{name}"), tok)
+    return _files[name]
+
+
+def c_ids(path: Path, text: bytes) -> list[int]:
+    TMP.mkdir(exist_ok=True)
+    f = TMP / "tokenize_input"
+    f.write_bytes(text)
+    r = subprocess.run([str(RUN), str(path), "--tokenize", "-f", str(f)], capture_output=True, timeout=60)
     assert r.returncode == 0, r.stderr.decode()
     return [int(x) for x in r.stdout.split()]
 
 
-def gpt2_file():
-    return export(None, gpt2_tokenizer(), "gpt2_tokenizer_only")
+@pytest.mark.parametrize("vocab,key", [("gpt2", "gpt2"), ("gpt2_tiktoken", "gpt2"), ("cl100k", "cl100k")])
+def test_fixtures_match_tiktoken_exactly(vocab: str, key: str) -> None:
+    path, tok = tokenizer_file(vocab)
+    assert len(FIXTURES) >= 200
+    mismatches = []
+    for fx in FIXTURES:
+        text = base64.b64decode(fx["text"])
+        ids = c_ids(path, text)
+        if ids != fx[key]:
+            mismatches.append(fx["name"])
+        assert tok.decode(ids) == text, f"{fx['name']}: decode(encode(x)) != x"
+    print(f"{vocab}: {len(FIXTURES) - len(mismatches)}/{len(FIXTURES)} exact")
+    assert not mismatches, f"{len(mismatches)} of {len(FIXTURES)} differ from tiktoken: {mismatches[:10]}"
 
 
-def test_gpt2_english_matches_tiktoken() -> None:
-    path = gpt2_file()
-    for text, want in zip(ENGLISH, tiktoken_ids("gpt2", ENGLISH)):
-        assert c_ids(path, text.encode()) == want, repr(text)
+def test_what_is_the_capital_of_france_is_7_cl100k_tokens() -> None:
+    path, _ = tokenizer_file("cl100k")
+    assert c_ids(path, b"What is the capital of France?") == [3923, 374, 279, 6864, 315, 9822, 30]
 
 
-def test_decode_round_trip() -> None:
-    tok = gpt2_tokenizer()
-    path = gpt2_file()
-    for text in ENGLISH:
-        assert tok.decode(c_ids(path, text.encode())) == text.encode()
+@pytest.mark.parametrize("vocab", ["gpt2", "cl100k"])
+def test_round_trip_arbitrary_bytes(vocab: str) -> None:
+    """Random byte strings (mostly invalid UTF-8) and truncated multi-byte characters."""
+    path, tok = tokenizer_file(vocab)
+    rng = random.Random(7)
+    samples = [bytes(rng.randrange(256) for _ in range(rng.randrange(1, 400))) for _ in range(40)]
+    samples += ["日本語".encode()[:4], b"\xf0\x9f\x98", b"\xc0\xaf overlong", b"\xed\xa0\x80 surrogate",
+                b"\xf4\x90\x80\x80 too large", b"a\xffb\xfe", TEXT.encode() + b"\x80\x80"]
+    for s in samples:
+        assert tok.decode(c_ids(path, s)) == s
+
+
+def test_tokenizer_only_file_refuses_generation() -> None:
+    path, _ = tokenizer_file("cl100k")
+    r = subprocess.run([str(RUN), str(path), "-i", "hello"], capture_output=True, timeout=60)
+    assert r.returncode == 1 and b"only a tokenizer" in r.stderr
+
+
+def test_tiktoken_file_format_gives_the_same_tokenizer(tmp_path) -> None:
+    """A .tiktoken ranks file (base64 token, rank per line) exports to the same vocabulary."""
+    _, tok = tokenizer_file("cl100k")
+    lines = [f"{base64.b64encode(t).decode()} {r}" for t, r in zip(tok.tokens, tok.ranks) if r != 0xFFFFFFFF]
+    f = tmp_path / "cl100k_base.tiktoken"
+    f.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "cl100k.bin"
+    r = subprocess.run(["/usr/bin/python3", str(REPO / "export" / "export_tokenizer.py"), str(f), str(out)],
+                       capture_output=True, timeout=300)
+    assert r.returncode == 0, r.stderr.decode()
+    text = base64.b64decode(FIXTURES[0]["text"])
+    assert c_ids(out, text) == FIXTURES[0]["cl100k"]
