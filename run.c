@@ -781,11 +781,74 @@ static void write_logits(Transformer *t, const uint8_t *text, size_t len, const 
     free(ids);
 }
 
-static void print_tokens(Transformer *t, const uint8_t *text, size_t len) {
+/* --perplexity (SPEC section 1.4). The file's tokens, after an end-of-text token when the
+ * vocabulary has one (so that the first token is predicted too), are scored in windows of
+ * n_ctx tokens that start every stride = n_ctx / 2 tokens: the first window scores all its
+ * positions, each later window only the positions the previous one did not reach, so every
+ * token is predicted once, from at least n_ctx / 2 tokens of context (except at the start).
+ * Each window has n_ctx input tokens, each predicting the token after it.
+ * Prints tokens (predicted), mean negative log-likelihood in nats, perplexity and bits per byte
+ * of the file. export/model.py's perplexity() is the same computation in PyTorch. */
+static void perplexity(Transformer *t, const uint8_t *text, size_t len) {
+    const Config *c = &t->config;
+    long n_text;
+    uint32_t *text_ids = encode_or_die(t, text, len, &n_text);
+    long n = n_text + (t->tokenizer.eot_id >= 0);
+    uint32_t *ids = malloc_or_die((size_t)n * sizeof(uint32_t), "tokens");
+    if (t->tokenizer.eot_id >= 0) ids[0] = (uint32_t)t->tokenizer.eot_id;
+    memcpy(ids + (n - n_text), text_ids, (size_t)n_text * sizeof(uint32_t));
+    free(text_ids);
+    if (n < 2) die("--perplexity needs a file of at least %d tokens", t->tokenizer.eot_id >= 0 ? 1 : 2);
+
+    long stride = c->n_ctx > 1 ? c->n_ctx / 2 : 1, scored_to = 1, n_scored = 0;
+    double nll = 0.0;
+    for (long begin = 0;; begin += stride) {
+        /* inputs ids[begin .. end), each predicting the next token */
+        long end = begin + c->n_ctx < n - 1 ? begin + c->n_ctx : n - 1;
+        for (long pos = begin; pos < end; pos++) {
+            const float *logits = forward(t, (int)ids[pos], (int)(pos - begin));
+            long target = pos + 1;
+            if (target < scored_to) continue; /* predicted by the previous window */
+            double max = logits[argmax(logits, c->vocab_size)], sum = 0.0;
+            for (int i = 0; i < c->vocab_size; i++) sum += exp((double)logits[i] - max);
+            nll += max + log(sum) - logits[ids[target]];
+            n_scored++;
+        }
+        scored_to = end + 1;
+        if (end == n - 1) break;
+    }
+    double mean = nll / (double)n_scored;
+    printf("tokens=%ld nll=%.6f ppl=%.4f bpb=%.4f\n", n_scored, mean, exp(mean),
+           len ? nll / log(2.0) / (double)len : 0.0);
+    flush_or_die();
+    free(ids);
+}
+
+/* --tokenize: the ids, space-separated; on a terminal (unless --ids) the text itself with each
+ * token on its own background colour, the way tokenizer playgrounds show it, then the count.
+ * A colour changes only where a character starts, so a character split across tokens stays
+ * whole on screen; newlines end the colour first so it does not bleed to the line's end. */
+static void print_tokens(Transformer *t, const uint8_t *text, size_t len, int ids_only) {
     long n;
     uint32_t *ids = encode_or_die(t, text, len, &n);
-    for (long i = 0; i < n; i++) printf(i ? " %u" : "%u", ids[i]);
-    printf("\n");
+    if (ids_only || !isatty(STDOUT_FILENO)) {
+        for (long i = 0; i < n; i++) printf(i ? " %u" : "%u", ids[i]);
+        printf("\n");
+    } else {
+        static const int palette[] = {153, 223, 194, 218, 187, 189}; /* xterm-256 pastels */
+        for (long i = 0; i < n; i++) {
+            size_t tok_len;
+            const uint8_t *tok = tokenizer_token(&t->tokenizer, ids[i], &tok_len);
+            int colour = palette[i % (long)(sizeof palette / sizeof palette[0])], coloured = 0;
+            for (size_t j = 0; j < tok_len; j++) {
+                uint8_t b = tok[j];
+                if (!coloured && (b & 0xC0) != 0x80) { printf("\033[30;48;5;%dm", colour); coloured = 1; }
+                if (b == '\n') { printf("\033[0m\n\033[30;48;5;%dm", colour); continue; }
+                putchar(b);
+            }
+        }
+        printf("\033[0m\n%ld tokens\n", n);
+    }
     flush_or_die();
     free(ids);
 }
@@ -833,7 +896,9 @@ static void usage(FILE *f) {
         "  -s, --seed S              RNG seed (default: from the clock); echoed on stderr\n"
         "      --threads N           worker threads (default: all cores)\n"
         "      --ignore-eos          keep generating past the end-of-text token\n"
-        "      --tokenize            print the prompt's token ids, then exit\n"
+        "      --tokenize            show the prompt's tokens (coloured on a terminal), then exit\n"
+        "      --ids                 with --tokenize: only the ids, even on a terminal\n"
+        "      --perplexity FILE     score FILE with the model, then exit\n"
         "      --info                print the model's configuration and file layout, then exit\n"
         "      --logits OUT          write the prompt's logits at every position (float32,\n"
         "                            positions x vocab_size) for comparing with PyTorch, then exit\n"
@@ -862,33 +927,33 @@ static double parse_double(const char *flag, const char *s, double lo, double hi
 
 static uint8_t *read_file_or_die(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
-    if (!f) die("cannot open prompt file '%s': %s", path, strerror(errno));
+    if (!f) die("cannot open file '%s': %s", path, strerror(errno));
     struct stat st;
     if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode))
-        die("prompt file '%s' is a directory", path);
+        die("'%s' is a directory, not a file", path);
     size_t cap = 4096, n = 0;
     uint8_t *buf = malloc_or_die(cap, "prompt");
     for (;;) {
         n += fread(buf + n, 1, cap - n, f);
-        if (ferror(f)) die("cannot read prompt file '%s': %s", path, strerror(errno));
+        if (ferror(f)) die("cannot read '%s': %s", path, strerror(errno));
         if (n < cap) break;
         buf = realloc(buf, cap *= 2);
-        if (!buf) die("out of memory reading prompt file '%s'", path);
+        if (!buf) die("out of memory reading '%s'", path);
     }
     fclose(f);
     *len = n;
     return buf;
 }
 
-enum { OPT_THREADS = 256, OPT_IGNORE_EOS, OPT_TOKENIZE, OPT_INFO, OPT_LOGITS };
+enum { OPT_THREADS = 256, OPT_IGNORE_EOS, OPT_TOKENIZE, OPT_IDS, OPT_PERPLEXITY, OPT_INFO, OPT_LOGITS };
 
 #ifndef TESTING
 int main(int argc, char **argv) {
-    const char *prompt = NULL, *prompt_file = NULL, *logits_path = NULL;
+    const char *prompt = NULL, *prompt_file = NULL, *logits_path = NULL, *perplexity_path = NULL;
     long max_new = 256, top_k = 0, threads = 0;
     double temperature = 1.0, top_p = 0.9;
     uint64_t seed = 0;
-    int have_seed = 0, ignore_eos = 0, tokenize = 0, info = 0;
+    int have_seed = 0, ignore_eos = 0, tokenize = 0, ids_only = 0, info = 0;
     static const struct option options[] = {
         {"prompt", required_argument, 0, 'i'},
         {"prompt-file", required_argument, 0, 'f'},
@@ -900,6 +965,8 @@ int main(int argc, char **argv) {
         {"threads", required_argument, 0, OPT_THREADS},
         {"ignore-eos", no_argument, 0, OPT_IGNORE_EOS},
         {"tokenize", no_argument, 0, OPT_TOKENIZE},
+        {"ids", no_argument, 0, OPT_IDS},
+        {"perplexity", required_argument, 0, OPT_PERPLEXITY},
         {"info", no_argument, 0, OPT_INFO},
         {"logits", required_argument, 0, OPT_LOGITS},
         {"help", no_argument, 0, 'h'},
@@ -928,6 +995,8 @@ int main(int argc, char **argv) {
         case OPT_THREADS: threads = parse_long("--threads", optarg, 1, 1024); break;
         case OPT_IGNORE_EOS: ignore_eos = 1; break;
         case OPT_TOKENIZE: tokenize = 1; break;
+        case OPT_IDS: ids_only = 1; break;
+        case OPT_PERPLEXITY: perplexity_path = optarg; break;
         case OPT_INFO: info = 1; break;
         case OPT_LOGITS: logits_path = optarg; break;
         case 'h': usage(stdout); return 0;
@@ -953,10 +1022,19 @@ int main(int argc, char **argv) {
     Transformer transformer;
     build_transformer(&transformer, model_path);
     if (info) print_info(&transformer, model_path);
-    else if (tokenize) print_tokens(&transformer, text, text_len);
+    else if (tokenize) print_tokens(&transformer, text, text_len, ids_only);
     else {
         if (transformer.config.n_layer == 0)
             die("'%s' holds only a tokenizer: it can --tokenize but not generate", model_path);
+        if (perplexity_path) {
+            size_t file_len;
+            uint8_t *file = read_file_or_die(perplexity_path, &file_len);
+            perplexity(&transformer, file, file_len);
+            free(file);
+            free_transformer(&transformer);
+            free(text);
+            return 0;
+        }
         if (logits_path) {
             write_logits(&transformer, text, text_len, logits_path);
             free_transformer(&transformer);

@@ -2,7 +2,7 @@
 
 usage: export.py SOURCE OUT.bin [--dtype f32] [--gpt2-vocab DIR]
 
-SOURCE is any of (SPEC section 3):
+SOURCE is any of (SPEC section 3; compare.py also takes a weight file written by this script):
   1. a checkpoint written by export/train.py (or model.save_checkpoint);
   2. a nanoGPT ckpt.pt (dict with model_args and model; `_orig_mod.` key prefixes allowed),
      with its character vocabulary from a meta.pkl beside it, else GPT-2's BPE;
@@ -261,6 +261,54 @@ def load_hf(folder: Path) -> tuple[GPT, TokenizerData]:
     return build_model(cfg, ours, str(folder)), tok
 
 
+def read_model(path: Path) -> tuple[GPT | None, TokenizerData]:
+    """Read a weight file back (model.h's layout) into the reference model: lets the tests and
+    compare.py check a shipped .bin, whose training checkpoint is not shipped."""
+    raw = Path(path).read_bytes()
+    if len(raw) < HEADER_SIZE or struct.unpack_from("<I", raw)[0] != MAGIC:
+        raise ExportError(f"{path} is not a model file")
+    (_, version, _, n_layer, n_head, n_embd, n_hidden, n_ctx, vocab, padded, eps, gelu, bias, tied,
+     pos, wtype, group, n_tensors, tok_off, tok_size, table_off, _) = struct.unpack_from("<III7If6II4Q", raw)
+    if version != VERSION:
+        raise ExportError(f"{path}: format version {version}, this reads {VERSION}")
+    n_tok, kind, eot, blob_size = struct.unpack_from("<IIiI", raw, tok_off)
+    ranks = np.frombuffer(raw, "<u4", n_tok, tok_off + 16).tolist()
+    offsets = np.frombuffer(raw, "<u4", n_tok + 1, tok_off + 16 + 4 * n_tok)
+    blob = tok_off + 16 + 8 * n_tok + 4
+    tokens = [raw[blob + offsets[i]:blob + offsets[i + 1]] for i in range(n_tok)]
+    tok = TokenizerData({v: k for k, v in PRETOK.items()}[kind], tokens, ranks, eot)
+    if n_layer == 0:
+        return None, tok
+    cfg = GPTConfig(n_layer=n_layer, n_head=n_head, n_embd=n_embd, n_hidden=n_hidden, n_ctx=n_ctx,
+                    vocab_size=vocab, vocab_padded=padded, ln_eps=eps, gelu=["tanh", "erf"][gelu],
+                    bias=bool(bias), tied_head=bool(tied), pos=["learned", "sinusoidal"][pos])
+    model = GPT(cfg)
+    shapes = {name: arr.shape for name, arr in file_tensors(model)}
+    arrays = {}
+    for i in range(n_tensors):
+        name, offset, size = struct.unpack_from("<48sQQ", raw, table_off + 64 * i)
+        name = name.rstrip(b"\0").decode()
+        arrays[name] = dequantize(raw, offset, size, shapes[name], wtype, group)
+    sd = {"transformer.wte.weight": arrays["wte"], "transformer.ln_f.weight": arrays["ln_f.weight"]}
+    if "wpe" in arrays:
+        sd["transformer.wpe.weight"] = arrays["wpe"]
+    if bias:
+        sd["transformer.ln_f.bias"] = arrays["ln_f.bias"]
+    for part in LAYER_PARTS:
+        if part in arrays:
+            for layer in range(n_layer):
+                sd[f"transformer.h.{layer}.{part}"] = arrays[part][layer]
+    sd["lm_head.weight"] = arrays.get("lm_head.weight", arrays["wte"])
+    return build_model(cfg, {k: torch.from_numpy(np.array(v)) for k, v in sd.items()}, str(path)), tok
+
+
+def dequantize(raw: bytes, offset: int, size: int, shape: tuple, wtype: int, group: int) -> np.ndarray:
+    count = int(np.prod(shape))
+    if size == 4 * count:
+        return np.frombuffer(raw, "<f4", count, offset).reshape(shape)
+    raise ExportError(f"tensor at {offset}: {size} bytes do not fit shape {shape}")
+
+
 def load_source(source: str, gpt2_dir: Path = DEFAULT_GPT2_VOCAB) -> tuple[GPT, TokenizerData]:
     """Any SOURCE kind -> (reference model with its weights, tokenizer)."""
     path = Path(source)
@@ -268,6 +316,12 @@ def load_source(source: str, gpt2_dir: Path = DEFAULT_GPT2_VOCAB) -> tuple[GPT, 
         return load_hf(path)
     if not path.exists():
         raise ExportError(f"SOURCE '{source}' does not exist")
+    with open(path, "rb") as f:
+        if f.read(4) == struct.pack("<I", MAGIC):  # one of our own weight files
+            model, tok = read_model(path)
+            if model is None:
+                raise ExportError(f"'{source}' holds only a tokenizer")
+            return model, tok
     try:
         ckpt = torch.load(path, map_location="cpu")
     except Exception as e:  # torch raises many kinds for a corrupt file

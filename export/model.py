@@ -253,6 +253,30 @@ def generate(model: GPT, prompt: list[int], max_new_tokens: int, temperature: fl
     return out
 
 
+@torch.no_grad()
+def perplexity(model: GPT, ids: list[int], n_bytes: int) -> dict:
+    """run.c's --perplexity: `ids` already start with end-of-text when the vocabulary has one.
+    Windows of n_ctx inputs start every n_ctx // 2 tokens; each target is scored once, by the
+    first window that reaches it. Log-softmax in float64 of the float32 logits, as in C."""
+    model.eval()
+    n, ctx = len(ids), model.config.n_ctx
+    stride, scored_to, nll, count, begin = max(1, ctx // 2), 1, 0.0, 0, 0
+    while True:
+        end = min(begin + ctx, n - 1)
+        logits = model(torch.tensor([ids[begin:end]]))[0].double()  # [end - begin, vocab]
+        logp = torch.log_softmax(logits, dim=-1)
+        for pos in range(begin, end):
+            if pos + 1 >= scored_to:
+                nll -= float(logp[pos - begin, ids[pos + 1]])
+                count += 1
+        scored_to = end + 1
+        if end == n - 1:
+            break
+        begin += stride
+    mean = nll / count
+    return {"tokens": count, "nll": mean, "ppl": math.exp(mean), "bpb": nll / math.log(2) / n_bytes}
+
+
 def config_dict(c: GPTConfig) -> dict:
     return asdict(c)
 

@@ -112,7 +112,7 @@ def test_info_describes_model() -> None:
     (["-s", "-1"], "seed"),
     (["--threads", "0"], "between"),
     (["-i", "a", "-f", "b"], "not both"),
-    (["-f", "/nonexistent/prompt"], "cannot open prompt file"),
+    (["-f", "/nonexistent/prompt"], "cannot open file"),
     (["-f", "/tmp"], "is a directory"),
 ])
 def test_bad_arguments_are_one_line_errors(args, message) -> None:

@@ -1,0 +1,63 @@
+"""run --perplexity (SPEC section 1.4) against the same computation in PyTorch
+(export/model.py's perplexity()), to 1e-4 relative: random models over several windows, and
+the shipped model on a held-out excerpt of the King James Bible."""
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from common import REPO, RUN, TEXT, TMP, GPTConfig, char_tokenizer, export, gpt2_tokenizer, random_model
+from compare import c_tokens
+from export import read_model
+from model import perplexity
+
+SHIPPED = REPO / "models" / "kjv.bin"
+
+
+def c_perplexity(model: Path, text_file: Path) -> dict:
+    r = subprocess.run([str(RUN), str(model), "--perplexity", str(text_file)], capture_output=True, timeout=600)
+    assert r.returncode == 0, r.stderr.decode()
+    m = re.fullmatch(r"tokens=(\d+) nll=([0-9.]+) ppl=([0-9.]+) bpb=([0-9.]+)\n", r.stdout.decode())
+    assert m, f"unexpected output: {r.stdout!r}"
+    return {"tokens": int(m[1]), "nll": float(m[2]), "ppl": float(m[3]), "bpb": float(m[4])}
+
+
+def check(model, tok, path: Path, text: bytes) -> dict:
+    f = TMP / f"{path.stem}.txt"
+    f.write_bytes(text)
+    c = c_perplexity(path, f)
+    ids = ([tok.eot_id] if tok.eot_id >= 0 else []) + c_tokens(RUN, path, text)
+    ref = perplexity(model, ids, len(text))
+    assert c["tokens"] == ref["tokens"]
+    for key in ("nll", "ppl", "bpb"):  # the printed figures have 4-6 decimals
+        assert abs(c[key] - ref[key]) <= 1e-4 * abs(ref[key]) + 5e-5, (key, c, ref)
+    return c
+
+
+@pytest.mark.parametrize("vocab", ["char", "gpt2"])
+def test_random_model_several_windows(vocab: str) -> None:
+    tok = char_tokenizer() if vocab == "char" else gpt2_tokenizer()
+    n = len(tok.tokens)
+    cfg = GPTConfig(n_layer=2, n_head=2, n_embd=32, n_hidden=64, n_ctx=48, vocab_size=n, vocab_padded=n)
+    model = random_model(cfg, seed=21)
+    path = export(model, tok, f"ppl_{vocab}")
+    c = check(model, tok, path, TEXT.encode() * 2)
+    assert c["tokens"] > 3 * cfg.n_ctx  # several windows, overlapping by half
+
+
+def test_shipped_model_heldout_excerpt() -> None:
+    assert SHIPPED.exists(), f"{SHIPPED} is missing"
+    held = TMP / "kjv" / "heldout.txt"
+    if not held.exists():
+        r = subprocess.run(["/usr/bin/python3", str(REPO / "export" / "kjv.py"), str(held.parent)],
+                           capture_output=True, timeout=300)
+        assert r.returncode == 0, r.stderr.decode()
+    text = held.read_bytes()[:40000]
+    text = text[: text.rindex(b"\n") + 1]
+    model, tok = read_model(SHIPPED)
+    c = check(model, tok, SHIPPED, text)
+    print(f"shipped model, held-out excerpt: {c}")
+    assert c["bpb"] < 2.5  # a trained model, far from the 8 bits of a uniform guess
