@@ -88,6 +88,8 @@ typedef struct {
     float *logits;   /* (vocab_size) scores of the next token */
     float *key_cache;   /* (layer, n_head, n_ctx, head_size) */
     float *value_cache; /* (layer, n_head, n_ctx, head_size) */
+    float *att_record;  /* (layer, n_head, T, T) attention weights kept for --attention, or NULL */
+    int att_record_len; /* T */
 } RunState;
 
 typedef struct {
@@ -447,6 +449,12 @@ static float *forward(Transformer *t, int token, int pos) {
                            s->key_cache + head_cache, s->value_cache + head_cache, pos, hs);
         }
 
+        if (s->att_record) /* keep this position's weights for the attention picture */
+            for (h = 0; h < c->n_head; h++)
+                memcpy(s->att_record + (((size_t)l * c->n_head + h) * s->att_record_len + pos) *
+                                           s->att_record_len,
+                       s->att + (size_t)h * c->n_ctx, (size_t)(pos + 1) * sizeof(float));
+
         /* output projection and residual */
         bias_or_null = c->bias ? w->attn_proj_bias + lC : NULL;
         linear(s->xb2, s->xb, w->attn_proj_weight + lC * C, bias_or_null, C, C);
@@ -781,6 +789,173 @@ static void write_logits(Transformer *t, const uint8_t *text, size_t len, const 
     free(ids);
 }
 
+/* ---------------------------------------------------------------------------------------
+ * The attention picture (--attention, SPEC section 5): one self-contained HTML page, the
+ * weights as JSON plus a small inline script that draws one heatmap per layer and head and
+ * one per layer for the average over heads. A Content-Security-Policy forbids every fetch. */
+
+#define ATTENTION_MAX_TOKENS 64
+
+static const char attention_page_head[] =
+    "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+    "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+    "script-src 'unsafe-inline'; style-src 'unsafe-inline'\">\n"
+    "<title>Attention weights</title>\n<style>\n"
+    "body{font:14px system-ui,sans-serif;margin:20px;color:#222;max-width:1400px}\n"
+    "h2{font-size:16px;margin:18px 0 6px}.layer{display:flex;flex-wrap:wrap;gap:20px}\n"
+    "figure{margin:0}figcaption{font-weight:600;margin-bottom:2px}canvas{display:block}\n"
+    ".legend{display:flex;align-items:center;gap:10px;flex-wrap:wrap}\n"
+    ".bar{width:180px;height:14px;border:1px solid #999;"
+    "background:linear-gradient(to right,#fff,#08306b)}\n"
+    ".masked{width:14px;height:14px;background:#eee;border:1px solid #bbb}\n"
+    "#tip{position:fixed;pointer-events:none;background:#222;color:#fff;padding:4px 8px;"
+    "border-radius:4px;font-size:12px;display:none;white-space:pre}\n"
+    "</style></head><body>\n<h1>Attention weights</h1>\n"
+    "<p>Each heatmap is one attention head. <b>Row</b> = the query token (the position doing the "
+    "looking); <b>column</b> = the key token it looks at. The colour is the attention weight, "
+    "the softmax of the scaled query&middot;key scores: each row sums to 1. Cells right of the "
+    "diagonal are masked: a token never attends to tokens after it. Hover over a cell to read "
+    "its weight. The last map of each layer averages its heads.</p>\n"
+    "<div class=\"legend\">weight 0 <span class=\"bar\"></span> 1 &nbsp; <span class=\"masked\">"
+    "</span> masked (future) &nbsp; &#9251; = space, &#8629; = newline</div>\n"
+    "<p id=\"summary\"></p><div id=\"maps\"></div><div id=\"tip\"></div>\n"
+    "<script type=\"application/json\" id=\"attention-data\">";
+
+static const char attention_page_tail[] =
+    "</script>\n<script>\n"
+    "const d = JSON.parse(document.getElementById('attention-data').textContent);\n"
+    "const T = d.tokens.length, tip = document.getElementById('tip');\n"
+    "document.getElementById('summary').textContent = `${T} tokens, ${d.n_layer} layers x "
+    "${d.n_head} heads (${d.model})`;\n"
+    "const cell = T <= 16 ? 22 : T <= 32 ? 16 : 12, font = Math.min(12, cell - 1);\n"
+    "const label = t => t.length > 10 ? t.slice(0, 9) + '\\u2026' : t;\n"
+    "const ctx0 = document.createElement('canvas').getContext('2d');\n"
+    "ctx0.font = font + 'px monospace';\n"
+    "const margin = 8 + Math.max(...d.tokens.map(t => ctx0.measureText(label(t)).width));\n"
+    "function heatmap(rows, title) {\n"
+    "  const fig = document.createElement('figure'), cap = document.createElement('figcaption');\n"
+    "  cap.textContent = title; fig.appendChild(cap);\n"
+    "  const c = document.createElement('canvas'); c.className = 'heatmap';\n"
+    "  const size = margin + T * cell + 2; c.width = size; c.height = size;\n"
+    "  const g = c.getContext('2d'); g.fillStyle = '#fff'; g.fillRect(0, 0, size, size);\n"
+    "  g.font = font + 'px monospace'; g.fillStyle = '#222'; g.textBaseline = 'middle';\n"
+    "  for (let i = 0; i < T; i++) {\n"
+    "    g.textAlign = 'right'; g.fillText(label(d.tokens[i]), margin - 4, margin + (i + .5) * cell);\n"
+    "    g.save(); g.translate(margin + (i + .5) * cell, margin - 4); g.rotate(-Math.PI / 2);\n"
+    "    g.textAlign = 'left'; g.fillText(label(d.tokens[i]), 0, 0); g.restore();\n"
+    "  }\n"
+    "  for (let i = 0; i < T; i++) for (let j = 0; j < T; j++) {\n"
+    "    if (j > i) { g.fillStyle = '#eee'; }\n"
+    "    else { const w = rows[i][j];\n"
+    "      g.fillStyle = `rgb(${255 - 247 * w},${255 - 207 * w},${255 - 148 * w})`; }\n"
+    "    g.fillRect(margin + j * cell, margin + i * cell, cell, cell);\n"
+    "  }\n"
+    "  g.strokeStyle = '#999'; g.strokeRect(margin - .5, margin - .5, T * cell + 1, T * cell + 1);\n"
+    "  c.addEventListener('mousemove', e => {\n"
+    "    const r = c.getBoundingClientRect();\n"
+    "    const j = Math.floor((e.clientX - r.left - margin) / cell);\n"
+    "    const i = Math.floor((e.clientY - r.top - margin) / cell);\n"
+    "    if (i < 0 || j < 0 || i >= T || j >= T) { tip.style.display = 'none'; return; }\n"
+    "    tip.textContent = `${title}\\nquery #${i} \"${d.tokens[i]}\"\\nkey #${j} \"${d.tokens[j]}\"\\n` +\n"
+    "      (j > i ? 'masked: weight 0' : `weight ${rows[i][j].toFixed(4)}`);\n"
+    "    tip.style.left = (e.clientX + 14) + 'px'; tip.style.top = (e.clientY + 14) + 'px';\n"
+    "    tip.style.display = 'block';\n"
+    "  });\n"
+    "  c.addEventListener('mouseleave', () => { tip.style.display = 'none'; });\n"
+    "  fig.appendChild(c); return fig;\n"
+    "}\n"
+    "const maps = document.getElementById('maps');\n"
+    "for (let l = 0; l < d.n_layer; l++) {\n"
+    "  const h2 = document.createElement('h2'); h2.textContent = `Layer ${l}`; maps.appendChild(h2);\n"
+    "  const row = document.createElement('div'); row.className = 'layer'; maps.appendChild(row);\n"
+    "  const heads = d.weights[l];\n"
+    "  heads.forEach((rows, h) => row.appendChild(heatmap(rows, `layer ${l}, head ${h}`)));\n"
+    "  const avg = heads[0].map((r, i) => r.map((_, j) => heads.reduce((s, hd) => s + hd[i][j], 0) / heads.length));\n"
+    "  row.appendChild(heatmap(avg, `layer ${l}, average of ${heads.length} heads`));\n"
+    "}\n"
+    "</script>\n</body></html>\n";
+
+/* A token as a JSON string for a label: UTF-8 kept, space and newline made visible, other
+ * control characters and bytes that are not valid UTF-8 written as \xNN text; '<' escaped so
+ * that the JSON cannot close the <script> element around it. */
+static void json_label(FILE *f, const uint8_t *s, size_t n) {
+    fputc('"', f);
+    for (size_t i = 0; i < n;) {
+        uint8_t b = s[i];
+        size_t len = utf8_length(b), k = 1;
+        if (len > 1 && i + len <= n)
+            while (k < len && (s[i + k] & 0xC0) == 0x80) k++;
+        if (len > 1 && k == len) { fwrite(s + i, 1, len, f); i += len; continue; }
+        if (b == ' ') fputs("\\u2423", f);
+        else if (b == '\n') fputs("\\u21b5", f);
+        else if (b == '"' || b == '\\') fprintf(f, "\\%c", b);
+        else if (b == '<') fputs("\\u003c", f);
+        else if (b < 0x20 || b >= 0x7F) fprintf(f, "\\\\x%02X", b);
+        else fputc(b, f);
+        i++;
+    }
+    fputc('"', f);
+}
+
+static void write_attention(Transformer *t, const uint8_t *text, size_t len, const char *model_path,
+                            const char *path) {
+    const Config *c = &t->config;
+    long n;
+    uint32_t *ids = encode_or_die(t, text, len, &n);
+    if (n == 0) die("--attention needs a prompt (-i or -f)");
+    long limit = c->n_ctx < ATTENTION_MAX_TOKENS ? c->n_ctx : ATTENTION_MAX_TOKENS;
+    if (n > limit)
+        die("the prompt is %ld tokens; --attention draws at most %ld (a heatmap per head stays "
+            "readable up to %d tokens)", n, limit, ATTENTION_MAX_TOKENS);
+    RunState *s = &t->state;
+    s->att_record_len = (int)n;
+    s->att_record = malloc_or_die((size_t)c->n_layer * c->n_head * n * n * sizeof(float), "attention");
+    for (long pos = 0; pos < n; pos++) forward(t, (int)ids[pos], (int)pos);
+
+    size_t tmp_len = strlen(path) + 16;
+    char *tmp = malloc_or_die(tmp_len, "path");
+    snprintf(tmp, tmp_len, "%s.tmp%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) die("cannot create '%s': %s", tmp, strerror(errno));
+    fputs(attention_page_head, f);
+    fprintf(f, "{\"n_layer\": %d, \"n_head\": %d, \"model\": ", c->n_layer, c->n_head);
+    json_label(f, (const uint8_t *)model_path, strlen(model_path));
+    fputs(", \"tokens\": [", f);
+    for (long i = 0; i < n; i++) {
+        size_t tok_len;
+        const uint8_t *tok = tokenizer_token(&t->tokenizer, ids[i], &tok_len);
+        if (i) fputs(", ", f);
+        json_label(f, tok, tok_len);
+    }
+    /* weights[layer][head][query] = the query's weights over keys 0..query (the rest masked) */
+    fputs("],\n\"weights\": [", f);
+    for (int l = 0; l < c->n_layer; l++) {
+        fputs(l ? ",\n[" : "[", f);
+        for (int h = 0; h < c->n_head; h++) {
+            fputs(h ? ", [" : "[", f);
+            for (long i = 0; i < n; i++) {
+                const float *row = s->att_record + (((size_t)l * c->n_head + h) * n + i) * n;
+                fputs(i ? ", [" : "[", f);
+                for (long j = 0; j <= i; j++) fprintf(f, j ? ",%.7g" : "%.7g", (double)row[j]);
+                fputc(']', f);
+            }
+            fputc(']', f);
+        }
+        fputc(']', f);
+    }
+    fputs("]}", f);
+    fputs(attention_page_tail, f);
+    if (ferror(f) | (fclose(f) != 0) || rename(tmp, path) != 0) {
+        remove(tmp);
+        die("cannot write '%s': %s", path, strerror(errno));
+    }
+    fprintf(stderr, "wrote %s: %ld tokens, %d layers x %d heads\n", path, n, c->n_layer, c->n_head);
+    free(tmp);
+    free(s->att_record);
+    s->att_record = NULL;
+    free(ids);
+}
+
 /* --perplexity (SPEC section 1.4). The file's tokens, after an end-of-text token when the
  * vocabulary has one (so that the first token is predicted too), are scored in windows of
  * n_ctx tokens that start every stride = n_ctx / 2 tokens: the first window scores all its
@@ -899,6 +1074,7 @@ static void usage(FILE *f) {
         "      --tokenize            show the prompt's tokens (coloured on a terminal), then exit\n"
         "      --ids                 with --tokenize: only the ids, even on a terminal\n"
         "      --perplexity FILE     score FILE with the model, then exit\n"
+        "      --attention OUT.html  write the prompt's attention weights as a web page, then exit\n"
         "      --info                print the model's configuration and file layout, then exit\n"
         "      --logits OUT          write the prompt's logits at every position (float32,\n"
         "                            positions x vocab_size) for comparing with PyTorch, then exit\n"
@@ -945,11 +1121,13 @@ static uint8_t *read_file_or_die(const char *path, size_t *len) {
     return buf;
 }
 
-enum { OPT_THREADS = 256, OPT_IGNORE_EOS, OPT_TOKENIZE, OPT_IDS, OPT_PERPLEXITY, OPT_INFO, OPT_LOGITS };
+enum { OPT_THREADS = 256, OPT_IGNORE_EOS, OPT_TOKENIZE, OPT_IDS, OPT_PERPLEXITY, OPT_ATTENTION,
+       OPT_INFO, OPT_LOGITS };
 
 #ifndef TESTING
 int main(int argc, char **argv) {
-    const char *prompt = NULL, *prompt_file = NULL, *logits_path = NULL, *perplexity_path = NULL;
+    const char *prompt = NULL, *prompt_file = NULL, *logits_path = NULL, *perplexity_path = NULL,
+               *attention_path = NULL;
     long max_new = 256, top_k = 0, threads = 0;
     double temperature = 1.0, top_p = 0.9;
     uint64_t seed = 0;
@@ -967,6 +1145,7 @@ int main(int argc, char **argv) {
         {"tokenize", no_argument, 0, OPT_TOKENIZE},
         {"ids", no_argument, 0, OPT_IDS},
         {"perplexity", required_argument, 0, OPT_PERPLEXITY},
+        {"attention", required_argument, 0, OPT_ATTENTION},
         {"info", no_argument, 0, OPT_INFO},
         {"logits", required_argument, 0, OPT_LOGITS},
         {"help", no_argument, 0, 'h'},
@@ -997,6 +1176,7 @@ int main(int argc, char **argv) {
         case OPT_TOKENIZE: tokenize = 1; break;
         case OPT_IDS: ids_only = 1; break;
         case OPT_PERPLEXITY: perplexity_path = optarg; break;
+        case OPT_ATTENTION: attention_path = optarg; break;
         case OPT_INFO: info = 1; break;
         case OPT_LOGITS: logits_path = optarg; break;
         case 'h': usage(stdout); return 0;
@@ -1031,6 +1211,12 @@ int main(int argc, char **argv) {
             uint8_t *file = read_file_or_die(perplexity_path, &file_len);
             perplexity(&transformer, file, file_len);
             free(file);
+            free_transformer(&transformer);
+            free(text);
+            return 0;
+        }
+        if (attention_path) {
+            write_attention(&transformer, text, text_len, model_path, attention_path);
             free_transformer(&transformer);
             free(text);
             return 0;

