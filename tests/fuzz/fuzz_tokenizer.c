@@ -1,0 +1,63 @@
+/* libFuzzer target for the tokenizer. The first input byte picks a vocabulary (GPT-2, cl100k or
+ * a character vocabulary; tokenizer-only files named by $FUZZ_VOCAB_DIR, which `make fuzz`
+ * writes) and what to do with the rest:
+ *   high bit clear: encode the bytes, then check that decoding the ids gives them back;
+ *   high bit set:   read the bytes as little-endian 32-bit ids, out-of-range ones included,
+ *                   and decode them.
+ * A broken round trip aborts, which libFuzzer reports with the input. */
+#define TESTING
+#define FUZZING
+#include "../../run.c"
+
+static Transformer vocabs[3];
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc; (void)argv;
+    const char *dir = getenv("FUZZ_VOCAB_DIR");
+    static const char *names[3] = {"gpt2.bin", "cl100k.bin", "char.bin"};
+    for (int i = 0; i < 3; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir ? dir : ".", names[i]);
+        if (setjmp(fuzz_escape) == 0) build_transformer(&vocabs[i], path);
+        else { fprintf(stderr, "fuzz_tokenizer: cannot load %s\n", path); abort(); }
+    }
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 1) return 0;
+    Tokenizer *tok = &vocabs[data[0] % 3].tokenizer;
+    const uint8_t *text = data + 1;
+    size_t len = size - 1;
+    if ((data[0] & 0x80) == 0) {
+        uint32_t *ids = NULL;
+        size_t cap = 0;
+        const char *err;
+        long n = tokenizer_encode(tok, text, len, &ids, &cap, &err);
+        if (n >= 0) {
+            size_t at = 0;
+            for (long i = 0; i < n; i++) {
+                size_t tok_len;
+                const uint8_t *bytes = tokenizer_token(tok, ids[i], &tok_len);
+                if (!bytes || at + tok_len > len || memcmp(bytes, text + at, tok_len) != 0) abort();
+                at += tok_len;
+            }
+            if (at != len) abort();
+        } else if (tok->pretokenizer != PRETOK_CHAR) {
+            abort(); /* byte-level vocabularies encode every byte string */
+        }
+        free(ids);
+    } else {
+        size_t total = 0;
+        for (size_t i = 0; i + 4 <= len; i += 4) {
+            uint32_t id;
+            memcpy(&id, text + i, 4);
+            size_t tok_len;
+            const uint8_t *bytes = tokenizer_token(tok, id, &tok_len);
+            if ((bytes != NULL) != (id < tok->n_tokens)) abort();
+            if (bytes) total += tok_len;
+        }
+        (void)total;
+    }
+    return 0;
+}

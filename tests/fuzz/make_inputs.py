@@ -1,0 +1,59 @@
+"""Inputs for the fuzz targets (`make fuzz`).
+
+usage: make_inputs.py seeds DIR    write the seed corpora (committed under tests/fuzz/seeds)
+       make_inputs.py vocabs DIR   write the vocabularies fuzz_tokenizer loads (gpt2.bin,
+                                   cl100k.bin, char.bin)
+Seeds for the loader are tiny valid model files covering every switch of the format; seeds for
+the tokenizer are short texts in several scripts behind each selector byte.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "export"))
+sys.path.insert(0, str(REPO / "tests"))
+
+from common import GPTConfig, char_tokenizer, gpt2_tokenizer, random_model  # noqa: E402
+from export import write_model  # noqa: E402
+from export_tokenizer import load_ranks  # noqa: E402
+
+
+def seeds(out: Path) -> None:
+    loader, tokenizer = out / "loader", out / "tokenizer"
+    loader.mkdir(parents=True, exist_ok=True)
+    tokenizer.mkdir(parents=True, exist_ok=True)
+    tok = char_tokenizer()
+    n = len(tok.tokens)
+    variants = {
+        "gpt2_layout": dict(bias=True, gelu="tanh", tied_head=True, pos="learned"),
+        "no_bias_erf": dict(bias=False, gelu="erf", tied_head=True, pos="learned"),
+        "sinusoidal_separate_head": dict(bias=True, gelu="tanh", tied_head=False, pos="sinusoidal"),
+    }
+    for name, switches in variants.items():
+        cfg = GPTConfig(n_layer=1, n_head=2, n_embd=8, n_hidden=16, n_ctx=8, vocab_size=n,
+                        vocab_padded=n + 3, **switches)
+        write_model(loader / f"{name}.bin", random_model(cfg, seed=1), tok)
+    write_model(loader / "tokenizer_only.bin", None, tok)
+    texts = [b"Hello world, it's 2024!\n", "naïve café — 日本語 😀 \u00a0\ufeff".encode(),
+             b"  \r\n\t  x  ", b"\xff\xfe invalid \xc3", b"1234567 'S 'll"]
+    for i, t in enumerate(texts):
+        for selector in (0, 1, 2):
+            (tokenizer / f"text{i}_{selector}").write_bytes(bytes([selector]) + t)
+    (tokenizer / "ids").write_bytes(bytes([0x80]) + b"".join(i.to_bytes(4, "little") for i in
+                                                             (0, 1, 50256, 50257, 100276, 2**32 - 1)))
+
+
+def vocabs(out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    write_model(out / "gpt2.bin", None, gpt2_tokenizer())
+    write_model(out / "cl100k.bin", None,
+                load_ranks(REPO / "node_modules" / "tiktoken" / "encoders" / "cl100k_base.json", None))
+    write_model(out / "char.bin", None, char_tokenizer())
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] not in ("seeds", "vocabs"):
+        sys.exit(__doc__)
+    (seeds if sys.argv[1] == "seeds" else vocabs)(Path(sys.argv[2]))

@@ -1,0 +1,220 @@
+"""SPEC section 7: malformed model files and killed exports.
+
+Every malformed file derived here from a valid one must end with exit status 1, exactly one
+line on stderr starting with `error:`, no signal, within 2 seconds. Crafted variants get their
+header checksum recomputed, so that the loader's own field checks (not the checksum) catch them.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import struct
+import subprocess
+import time
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from common import REPO, RUN, TMP, GPTConfig, char_tokenizer, export, random_model
+
+CRC_OFFSET = 104
+TENSORS_OFFSET = 88   # header fields (model.h)
+HEADER = 256
+
+
+def valid_file() -> bytes:
+    tok = char_tokenizer()
+    n = len(tok.tokens)
+    cfg = GPTConfig(n_layer=2, n_head=2, n_embd=16, n_hidden=32, n_ctx=32, vocab_size=n, vocab_padded=n + 5)
+    return export(random_model(cfg, seed=41), tok, "robust_valid").read_bytes()
+
+
+def fix_crc(buf: bytearray) -> bytearray:
+    """Recompute meta_crc32 when the (possibly altered) tensor table still lies in the file."""
+    tensors_offset, = struct.unpack_from("<Q", buf, TENSORS_OFFSET)
+    n_tensors, = struct.unpack_from("<I", buf, 68)
+    end = tensors_offset + 64 * n_tensors
+    if len(buf) >= HEADER and end <= len(buf) and end >= HEADER:
+        struct.pack_into("<I", buf, CRC_OFFSET, 0)
+        struct.pack_into("<I", buf, CRC_OFFSET, zlib.crc32(bytes(buf[:end])))
+    return buf
+
+
+def patched(base: bytes, fmt: str, offset: int, *values) -> bytes:
+    buf = bytearray(base)
+    struct.pack_into(fmt, buf, offset, *values)
+    return bytes(fix_crc(buf))
+
+
+def variants(base: bytes) -> list[tuple[str, bytes]]:
+    out: list[tuple[str, bytes]] = []
+    size = len(base)
+    tok_off, tok_size, table_off, _ = struct.unpack_from("<4Q", base, 72)
+    # truncation at every header byte and at many offsets through the rest of the file
+    for cut in range(0, HEADER + 64):
+        out.append((f"truncated at {cut}", base[:cut]))
+    for cut in range(HEADER + 64, size, max(1, size // 400)):
+        out.append((f"truncated at {cut}", base[:cut]))
+    out.append(("one byte appended", base + b"\0"))
+    # every bit of the header flipped, and bits through the tokenizer section and tensor table
+    for bit in range(HEADER * 8):
+        buf = bytearray(base)
+        buf[bit // 8] ^= 1 << (bit % 8)
+        out.append((f"header bit {bit} flipped", bytes(buf)))
+    n_tensors = struct.unpack_from("<I", base, 68)[0]
+    for i, pos in enumerate(range(tok_off, table_off + 64 * n_tensors, 7)):
+        buf = bytearray(base)
+        buf[pos] ^= 1 << (i % 8)
+        out.append((f"metadata bit at {pos} flipped", bytes(buf)))
+    out.append(("wrong magic", patched(base, "<I", 0, 0x46554747)))
+    for v in (0, 2, 0xFFFFFFFF):
+        out.append((f"version {v}", patched(base, "<I", 4, v)))
+    # absurd dimensions (products overflowing 32 and 64 bits), each with a valid checksum
+    fields = {"n_layer": 12, "n_head": 16, "n_embd": 20, "n_hidden": 24, "n_ctx": 28,
+              "vocab_size": 32, "vocab_padded": 36, "gelu": 44, "bias": 48, "tied_head": 52,
+              "pos_kind": 56, "weight_type": 60, "group_size": 64, "n_tensors": 68}
+    for name, off in fields.items():
+        for v in (0, 3, 7, 1 << 16, (1 << 31) - 1, 1 << 31, 0xFFFFFFFF):
+            out.append((f"{name} = {v}", patched(base, "<I", off, v)))
+    out.append(("n_embd*n_hidden overflows 32 bits", patched(patched(base, "<I", 20, 1 << 20), "<I", 24, 1 << 22)))
+    out.append(("n_ctx*n_embd*n_layer huge", patched(patched(patched(base, "<I", 12, 4096), "<I", 20, 1 << 20), "<I", 28, 1 << 20)))
+    for v in (float("nan"), float("inf"), -1e-5, 0.0, 2.0):
+        out.append((f"ln_eps {v}", patched(base, "<f", 40, v)))
+    # offsets and sizes out of range, misaligned, overlapping, overflowing
+    for name, off in {"tokenizer_offset": 72, "tokenizer_size": 80, "tensors_offset": 88, "file_size": 96}.items():
+        for v in (0, 1, 64, size, size + 64, 1 << 40, (1 << 63) + 64, (1 << 64) - 64, (1 << 64) - 1):
+            out.append((f"{name} = {v}", patched(base, "<Q", off, v)))
+    out.append(("reserved byte set", patched(base, "<B", 200, 1)))
+    entry0 = table_off
+    n_entries = struct.unpack_from("<I", base, 68)[0]
+    for i in range(n_entries):
+        e = table_off + 64 * i
+        name, t_off, t_size = struct.unpack_from("<48sQQ", base, e)
+        for v in (0, t_off + 4, size, size - 64, 1 << 62, (1 << 64) - 64):
+            out.append((f"tensor {i} offset {v}", patched(base, "<Q", e + 48, v)))
+        for v in (0, t_size - 4, t_size + 64, 1 << 62, (1 << 64) - 1):
+            out.append((f"tensor {i} size {v}", patched(base, "<Q", e + 56, v)))
+        out.append((f"tensor {i} renamed", patched(base, "<48s", e, b"x" * 48)))
+    second = struct.unpack_from("<Q", base, entry0 + 64 + 48)[0]
+    out.append(("tensors overlap", patched(base, "<Q", entry0 + 48, second)))
+    # a bad tokenizer section (valid checksum)
+    for name, off, values in [("n_tokens", 0, (0, 1, 10**6, 0xFFFFFFFF)), ("pretokenizer", 4, (3, 0xFFFFFFFF)),
+                              ("eot_id", 8, (10**6, 0x7FFFFFFF, 0xFFFFFFFE)), ("bytes_size", 12, (0, 1, 0xFFFFFFFF))]:
+        for v in values:
+            out.append((f"tokenizer {name} = {v}", patched(base, "<I", tok_off + off, v)))
+    n_tok = struct.unpack_from("<I", base, tok_off)[0]
+    offsets = tok_off + 16 + 4 * n_tok
+    for i in (1, 2, n_tok // 2, n_tok):
+        for v in (0, 0xFFFFFFFF, struct.unpack_from("<I", base, offsets + 4 * i)[0] - 1):
+            out.append((f"token offset {i} = {v}", patched(base, "<I", offsets + 4 * i, v)))
+    blob = offsets + 4 * (n_tok + 1)
+    out.append(("duplicate token", patched(base, "<B", blob + 1, base[blob])))
+    return [(name, data) for name, data in out if data != base]  # a patch may rewrite a value
+
+
+def run_one(item: tuple[int, tuple[str, bytes]], folder: Path) -> tuple[str, str | None]:
+    index, (name, data) = item
+    path = folder / f"m{index}.bin"
+    path.write_bytes(data)
+    start = time.monotonic()
+    try:
+        r = subprocess.run([str(RUN), str(path), "-i", "And", "-n", "2", "-t", "0"], capture_output=True, timeout=10)
+    except subprocess.TimeoutExpired:
+        return name, "hung"
+    finally:
+        path.unlink()
+    elapsed = time.monotonic() - start
+    lines = r.stderr.decode(errors="replace").splitlines()
+    if r.returncode < 0:
+        return name, f"killed by signal {-r.returncode}"
+    if r.returncode != 1:
+        return name, f"exit status {r.returncode}"
+    if len(lines) != 1 or not lines[0].startswith("error: "):
+        return name, f"stderr {lines!r}"
+    if elapsed > 2.0:
+        return name, f"took {elapsed:.1f} s"
+    return name, None
+
+
+def test_malformed_files_give_one_line_errors() -> None:
+    base = valid_file()
+    ok = subprocess.run([str(RUN), str(TMP / "robust_valid.bin"), "-i", "And", "-n", "2"], capture_output=True)
+    assert ok.returncode == 0, "the unaltered file must load"
+    cases = variants(base)
+    assert len(cases) >= 1000
+    folder = TMP / "malformed"
+    folder.mkdir(exist_ok=True)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(lambda c: run_one(c, folder), enumerate(cases)))
+    failures = [(n, why) for n, why in results if why]
+    print(f"{len(cases)} malformed files, {len(failures)} not handled")
+    assert not failures, failures[:10]
+
+
+def test_empty_file_and_directory(tmp_path) -> None:
+    (tmp_path / "empty.bin").write_bytes(b"")
+    for path, message in [(tmp_path / "empty.bin", "shorter than the 256-byte header"),
+                          (tmp_path, "is a directory")]:
+        r = subprocess.run([str(RUN), str(path)], capture_output=True, timeout=10)
+        assert r.returncode == 1 and message in r.stderr.decode(), r.stderr
+
+
+def test_killed_export_leaves_nothing(tmp_path) -> None:
+    """SIGKILL an export at several moments: the target folder then holds either nothing new or
+    the complete file, never a partial output or a stray temporary file."""
+    from export import save_checkpoint
+    tok = char_tokenizer()
+    n = len(tok.tokens)
+    model = random_model(GPTConfig(n_layer=4, n_head=4, n_embd=512, n_hidden=2048, n_ctx=64,
+                                   vocab_size=n, vocab_padded=n), seed=3)
+    save_checkpoint(tmp_path / "ckpt.pt", model, tok)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    outcomes = set()
+    for delay in (0.3, 0.8, 1.2, 1.6, 2.0, 2.5, 3.0, 4.0):
+        p = subprocess.Popen(["/usr/bin/python3", str(REPO / "export" / "export.py"), str(tmp_path / "ckpt.pt"),
+                              str(out_dir / "model.bin")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(delay)
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        files = sorted(os.listdir(out_dir))
+        assert files in ([], ["model.bin"]), files
+        if files:
+            r = subprocess.run([str(RUN), str(out_dir / "model.bin"), "--info"], capture_output=True)
+            assert r.returncode == 0, r.stderr
+            outcomes.add("complete")
+            (out_dir / "model.bin").unlink()
+        else:
+            outcomes.add("nothing")
+    assert "nothing" in outcomes  # at least one kill landed mid-export
+
+
+@pytest.mark.parametrize("mutation,message", [
+    ("missing", "missing key 'transformer.h.1.attn.c_proj.weight'"),
+    ("shape", "key 'transformer.h.0.mlp.c_fc.weight' has shape"),
+    ("option", "unknown model_args ['flash']"),
+])
+def test_corrupt_checkpoints_name_the_key(tmp_path, mutation: str, message: str) -> None:
+    import torch
+    model = random_model(GPTConfig(n_layer=2, n_head=2, n_embd=16, n_hidden=64, n_ctx=32, vocab_size=len(char_tokenizer().tokens),
+                                   vocab_padded=len(char_tokenizer().tokens), gelu="erf"), seed=5)
+    sd = dict(model.state_dict())
+    args = dict(n_layer=2, n_head=2, n_embd=16, block_size=32, bias=True, vocab_size=model.config.vocab_size, dropout=0.0)
+    if mutation == "missing":
+        del sd["transformer.h.1.attn.c_proj.weight"]
+    elif mutation == "shape":
+        sd["transformer.h.0.mlp.c_fc.weight"] = torch.zeros(3, 3)
+    else:
+        args["flash"] = True
+    import pickle
+    torch.save({"model": sd, "model_args": args}, tmp_path / "ckpt.pt")
+    chars = [t.decode() for t in char_tokenizer().tokens]
+    with open(tmp_path / "meta.pkl", "wb") as f:
+        pickle.dump({"itos": dict(enumerate(chars)), "stoi": {c: i for i, c in enumerate(chars)}}, f)
+    r = subprocess.run(["/usr/bin/python3", str(REPO / "export" / "export.py"), str(tmp_path / "ckpt.pt"),
+                        str(tmp_path / "model.bin")], capture_output=True, timeout=120)
+    assert r.returncode == 1
+    assert r.stderr.decode().startswith("error:") and message in r.stderr.decode(), r.stderr.decode()
+    assert not (tmp_path / "model.bin").exists()
