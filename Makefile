@@ -6,12 +6,12 @@ WARN := -std=c11 -Wall -Wextra -Wshadow -Wno-unknown-pragmas
 # OpenMP when the compiler has it; run.c also builds without it (one thread).
 OPENMP := $(shell echo 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo -fopenmp)
 SOURCES := run.c tokenizer.c
-HEADERS := model.h unicode_tables.h
+HEADERS := model.h unicode_tables.h kernels.h
 MODEL ?= models/kjv.bin
 # The program's file is named by its absolute path so that `make run` can mean "build and run".
 BIN := $(CURDIR)/run
 
-.PHONY: all run test deps clean sanitize fuzz
+.PHONY: all run test deps clean sanitize fuzz bench model
 
 all: $(BIN)
 
@@ -29,7 +29,39 @@ tests/build/test_kernels: tests/test_kernels.c $(SOURCES) $(HEADERS)
 deps:
 	@PYTHON=$(PYTHON) bash tests/deps.sh
 
-test: deps $(BIN) tests/build/test_kernels
+# The same program for each instruction-set path of kernels.h, for tests/test_paths.py:
+# portable C, AVX2+FMA, AVX2+FMA+AVX-VNNI, and AVX-512 (with VNNI) as -march=native gives it.
+PATHS := scalar avx2 avxvnni native
+FLAGS_scalar := -O3
+FLAGS_avx2 := -O3 -mavx2 -mfma
+FLAGS_avxvnni := -O3 -mavx2 -mfma -mavxvnni
+FLAGS_native := -O3 -march=native
+tests/build/run-%: $(SOURCES) $(HEADERS)
+	@mkdir -p tests/build
+	$(CC) $(FLAGS_$*) $(WARN) $(OPENMP) -o $@ $(SOURCES) -lm
+
+# Reproduce the shipped model from Debian's bible-kjv: corpus, BPE vocabulary, training (about
+# 80 minutes on 2 cores; resumable after a kill: run it again), export, held-out score.
+KJV := data/kjv
+model: deps $(BIN)
+	$(PYTHON) export/kjv.py $(KJV)
+	$(PYTHON) export/train_tokenizer.py $(KJV)/train.txt $(KJV)/tokenizer.json --vocab-size 2048
+	$(PYTHON) export/train.py --train $(KJV)/train.txt --heldout $(KJV)/heldout.txt \
+	    --tokenizer $(KJV)/tokenizer.json --out $(KJV)/run --n-layer 4 --n-head 4 --n-embd 256 \
+	    --n-ctx 256 --batch-size 32 --steps 3200 --warmup 200 --lr 2e-3 --eval-every 200 --resume
+	$(PYTHON) export/export.py $(KJV)/run/best.pt models/kjv.bin
+	cp $(KJV)/run/loss.png models/loss.png
+	./run models/kjv.bin --perplexity $(KJV)/heldout.txt
+
+tests/build/bandwidth: tests/bench/bandwidth.c
+	@mkdir -p tests/build
+	$(CC) -O2 -march=native -fopenmp -o $@ $<
+
+# speed against the memory-bandwidth ceiling, and the tokenizer against npm tiktoken
+bench: deps $(BIN) tests/build/bandwidth
+	$(PYTHON) tests/bench/bench.py --runs 5
+
+test: deps $(BIN) tests/build/test_kernels $(PATHS:%=tests/build/run-%)
 	$(PYTHON) -m pytest -q -p no:cacheprovider tests
 
 # The whole suite against an AddressSanitizer + UndefinedBehaviorSanitizer build of run.
@@ -41,7 +73,7 @@ run-asan: $(SOURCES) $(HEADERS)
 tests/build/test_kernels-asan: tests/test_kernels.c $(SOURCES) $(HEADERS)
 	@mkdir -p tests/build
 	$(CC) $(SANITIZE) $(WARN) -Wno-unused-function -o $@ tests/test_kernels.c tokenizer.c -lm
-sanitize: deps run-asan tests/build/test_kernels-asan
+sanitize: deps run-asan tests/build/test_kernels-asan $(PATHS:%=tests/build/run-%)
 	tests/build/test_kernels-asan > /dev/null
 	ASAN_OPTIONS=detect_leaks=0 RUN_BINARY=$(CURDIR)/run-asan $(PYTHON) -m pytest -q -p no:cacheprovider tests
 	ASAN_OPTIONS=detect_leaks=1 ./run-asan tests/tmp/parity_gpt2.bin -i "And God said" -n 16 -s 1 > /dev/null

@@ -24,6 +24,7 @@
 #include <omp.h>
 #endif
 
+#include "kernels.h"
 #include "model.h"
 
 /* ---------------------------------------------------------------------------------------
@@ -69,34 +70,42 @@ typedef struct {
     int gelu, bias, tied_head, pos_kind, weight_type;
 } Config;
 
+/* Matrices (kernels.h's Matrix: float32, or q8_0 quants and scales) are stacked over layers;
+ * layer_matrix() points at one layer's. Vectors are always float32. */
 typedef struct {
-    const float *wte;          /* (vocab_padded, n_embd) token embedding */
+    Matrix wte;                /* (vocab_padded, n_embd) token embedding */
     const float *wpe;          /* (n_ctx, n_embd) learned positions, or the sinusoid table */
     const float *ln_1_weight;  /* (layer, n_embd) */
     const float *ln_1_bias;    /* (layer, n_embd) or NULL */
-    const float *c_attn_weight;/* (layer, 3*n_embd, n_embd) fused query, key, value */
+    Matrix c_attn;             /* (layer, 3*n_embd, n_embd) fused query, key, value */
     const float *c_attn_bias;  /* (layer, 3*n_embd) or NULL */
-    const float *attn_proj_weight; /* (layer, n_embd, n_embd) */
+    Matrix attn_proj;          /* (layer, n_embd, n_embd) */
     const float *attn_proj_bias;   /* (layer, n_embd) or NULL */
     const float *ln_2_weight;  /* (layer, n_embd) */
     const float *ln_2_bias;    /* (layer, n_embd) or NULL */
-    const float *c_fc_weight;  /* (layer, n_hidden, n_embd) */
+    Matrix c_fc;               /* (layer, n_hidden, n_embd) */
     const float *c_fc_bias;    /* (layer, n_hidden) or NULL */
-    const float *mlp_proj_weight;  /* (layer, n_embd, n_hidden) */
+    Matrix mlp_proj;           /* (layer, n_embd, n_hidden) */
     const float *mlp_proj_bias;    /* (layer, n_embd) or NULL */
     const float *ln_f_weight;  /* (n_embd) */
     const float *ln_f_bias;    /* (n_embd) or NULL */
-    const float *lm_head;      /* (vocab_padded, n_embd): wte when tied */
+    Matrix lm_head;            /* (vocab_padded, n_embd): wte when tied */
 } TransformerWeights;
 
+/* Prompts go through forward() in blocks of up to PREFILL_BLOCK tokens: enough to keep the
+ * matrix kernels arithmetic-bound, small enough that the buffers stay modest. */
+#define PREFILL_BLOCK 128
+
 typedef struct {
-    float *x;        /* (n_embd) the residual stream */
-    float *xb;       /* (n_embd) LayerNorm output, then the heads' concatenated outputs */
-    float *xb2;      /* (n_embd) output of a projection, added to the residual */
-    float *qkv;      /* (3*n_embd) query, key and value of the current position */
-    float *att;      /* (n_head, n_ctx) attention weights of the current position */
-    float *hb;       /* (n_hidden) feed-forward hidden activations */
-    float *logits;   /* (vocab_size) scores of the next token */
+    int block;       /* most tokens one forward() call takes: min(n_ctx, PREFILL_BLOCK) */
+    float *x;        /* (block, n_embd) the residual stream */
+    float *xb;       /* (block, n_embd) LayerNorm output, then the heads' concatenated outputs */
+    float *xb2;      /* (block, n_embd) output of a projection, added to the residual */
+    float *qkv;      /* (block, 3*n_embd) query, key and value of each position */
+    float *att;      /* (block, n_head, n_ctx) attention weights of each position and head */
+    float *hb;       /* (block, n_hidden) feed-forward hidden activations */
+    float *logits;   /* (block, vocab_size) scores of the next token */
+    QuantScratch xq; /* (block, max(n_embd, n_hidden)) activations quantized for q8_0 */
     float *key_cache;   /* (layer, n_head, n_ctx, head_size) */
     float *value_cache; /* (layer, n_head, n_ctx, head_size) */
     float *att_record;  /* (layer, n_head, T, T) attention weights kept for --attention, or NULL */
@@ -131,8 +140,8 @@ static uint64_t mul_or_die(uint64_t a, uint64_t b, const char *what) {
 typedef struct {
     const char *name;
     uint64_t layers, rows, cols; /* shape (layers, rows, cols); layers = 1 for unstacked */
-    int matrix;                  /* quantized in a q8_0 file */
-    const float **dest;
+    Matrix *matrix;              /* where a matrix goes (quantized in a q8_0 file), or NULL */
+    const float **vector;        /* where a float32 vector or table goes */
 } TensorSpec;
 
 /* The tensors a header implies, in file order (the exporter writes the same list). */
@@ -140,32 +149,37 @@ static int tensor_list(const Config *c, TransformerWeights *w, TensorSpec *out) 
     uint64_t L = (uint64_t)c->n_layer, C = (uint64_t)c->n_embd, H = (uint64_t)c->n_hidden;
     uint64_t Vp = (uint64_t)c->vocab_padded;
     int n = 0;
-#define T(nm, l, r, k, m, d) out[n++] = (TensorSpec){nm, l, r, k, m, d}
-    T("wte", 1, Vp, C, 1, &w->wte);
-    if (c->pos_kind == POS_LEARNED) T("wpe", 1, (uint64_t)c->n_ctx, C, 0, &w->wpe);
-    T("ln_1.weight", L, 1, C, 0, &w->ln_1_weight);
-    if (c->bias) T("ln_1.bias", L, 1, C, 0, &w->ln_1_bias);
-    T("attn.c_attn.weight", L, 3 * C, C, 1, &w->c_attn_weight);
-    if (c->bias) T("attn.c_attn.bias", L, 1, 3 * C, 0, &w->c_attn_bias);
-    T("attn.c_proj.weight", L, C, C, 1, &w->attn_proj_weight);
-    if (c->bias) T("attn.c_proj.bias", L, 1, C, 0, &w->attn_proj_bias);
-    T("ln_2.weight", L, 1, C, 0, &w->ln_2_weight);
-    if (c->bias) T("ln_2.bias", L, 1, C, 0, &w->ln_2_bias);
-    T("mlp.c_fc.weight", L, H, C, 1, &w->c_fc_weight);
-    if (c->bias) T("mlp.c_fc.bias", L, 1, H, 0, &w->c_fc_bias);
-    T("mlp.c_proj.weight", L, C, H, 1, &w->mlp_proj_weight);
-    if (c->bias) T("mlp.c_proj.bias", L, 1, C, 0, &w->mlp_proj_bias);
-    T("ln_f.weight", 1, 1, C, 0, &w->ln_f_weight);
-    if (c->bias) T("ln_f.bias", 1, 1, C, 0, &w->ln_f_bias);
-    if (!c->tied_head) T("lm_head.weight", 1, Vp, C, 1, &w->lm_head);
-#undef T
+#define M(nm, l, r, k, d) out[n++] = (TensorSpec){nm, l, r, k, d, NULL}
+#define V(nm, l, r, k, d) out[n++] = (TensorSpec){nm, l, r, k, NULL, d}
+    M("wte", 1, Vp, C, &w->wte);
+    if (c->pos_kind == POS_LEARNED) V("wpe", 1, (uint64_t)c->n_ctx, C, &w->wpe);
+    V("ln_1.weight", L, 1, C, &w->ln_1_weight);
+    if (c->bias) V("ln_1.bias", L, 1, C, &w->ln_1_bias);
+    M("attn.c_attn.weight", L, 3 * C, C, &w->c_attn);
+    if (c->bias) V("attn.c_attn.bias", L, 1, 3 * C, &w->c_attn_bias);
+    M("attn.c_proj.weight", L, C, C, &w->attn_proj);
+    if (c->bias) V("attn.c_proj.bias", L, 1, C, &w->attn_proj_bias);
+    V("ln_2.weight", L, 1, C, &w->ln_2_weight);
+    if (c->bias) V("ln_2.bias", L, 1, C, &w->ln_2_bias);
+    M("mlp.c_fc.weight", L, H, C, &w->c_fc);
+    if (c->bias) V("mlp.c_fc.bias", L, 1, H, &w->c_fc_bias);
+    M("mlp.c_proj.weight", L, C, H, &w->mlp_proj);
+    if (c->bias) V("mlp.c_proj.bias", L, 1, C, &w->mlp_proj_bias);
+    V("ln_f.weight", 1, 1, C, &w->ln_f_weight);
+    if (c->bias) V("ln_f.bias", 1, 1, C, &w->ln_f_bias);
+    if (!c->tied_head) M("lm_head.weight", 1, Vp, C, &w->lm_head);
+#undef M
+#undef V
     return n;
 }
+
+/* In a q8_0 tensor of n values the float scales follow the quants, 4-byte aligned. */
+static uint64_t q8_scales_offset(uint64_t n) { return (n + 3) & ~(uint64_t)3; }
 
 static uint64_t tensor_bytes(const Config *c, const TensorSpec *t) {
     uint64_t n = mul_or_die(mul_or_die(t->layers, t->rows, t->name), t->cols, t->name);
     if (c->weight_type == WT_Q8_0 && t->matrix) /* quants, pad to 4, one float per group */
-        return ((n + 3) & ~(uint64_t)3) + n / Q8_GROUP * 4;
+        return q8_scales_offset(n) + n / Q8_GROUP * 4;
     return mul_or_die(n, 4, t->name);
 }
 
@@ -209,8 +223,14 @@ static void load_header(Transformer *t) {
     c->bias = field("bias", h->bias, 0, 1);
     c->tied_head = field("tied_head", h->tied_head, 0, 1);
     c->pos_kind = field("pos_kind", h->pos_kind, 0, 1);
-    c->weight_type = field("weight_type", h->weight_type, WT_F32, WT_F32);
-    field("group_size", h->group_size, 0, 0);
+    c->weight_type = field("weight_type", h->weight_type, WT_F32, WT_Q8_0);
+    if (c->weight_type == WT_F32) field("group_size", h->group_size, 0, 0);
+    else {
+        field("group_size", h->group_size, Q8_GROUP, Q8_GROUP);
+        if (c->n_embd % Q8_GROUP || c->n_hidden % Q8_GROUP)
+            die("model file: q8_0 needs n_embd and n_hidden to be multiples of %u, found %d and %d",
+                Q8_GROUP, c->n_embd, c->n_hidden);
+    }
     if (c->n_embd % c->n_head)
         die("model file: n_embd %d is not a multiple of n_head %d", c->n_embd, c->n_head);
     if (c->pos_kind == POS_SINUSOIDAL && c->n_embd % 2)
@@ -284,7 +304,14 @@ static void load_tensors(Transformer *t) {
             die("model file: tensor '%s' at offset %llu overlaps what comes before it (ends at %llu)",
                 e.name, (unsigned long long)e.offset, (unsigned long long)end);
         check_range(e.name, e.offset, e.size, file_size);
-        *specs[i].dest = (const float *)(const void *)(t->data + e.offset);
+        const uint8_t *at = t->data + e.offset;
+        if (specs[i].vector) *specs[i].vector = (const float *)(const void *)at;
+        else if (c->weight_type == WT_F32) specs[i].matrix->f32 = (const float *)(const void *)at;
+        else {
+            uint64_t count = specs[i].layers * specs[i].rows * specs[i].cols;
+            specs[i].matrix->q = (const int8_t *)at;
+            specs[i].matrix->scale = (const float *)(const void *)(at + q8_scales_offset(count));
+        }
         end = e.offset + e.size;
     }
     if (c->tied_head) t->weights.lm_head = t->weights.wte;
@@ -304,25 +331,29 @@ static float *sinusoid_table(int n_ctx, int n_embd) {
 }
 
 static void build_state(RunState *s, const Config *c) {
-    size_t C = (size_t)c->n_embd;
+    size_t C = (size_t)c->n_embd, H = (size_t)c->n_hidden, B;
     uint64_t cache = mul_or_die(mul_or_die((uint64_t)c->n_layer, (uint64_t)c->n_ctx, "KV cache"),
                                 mul_or_die(C, sizeof(float), "KV cache"), "KV cache");
     if (cache > SIZE_MAX / 2) die("model file: the key/value cache would need %llu bytes",
                                   (unsigned long long)cache);
-    s->x = malloc_or_die(C * sizeof(float), "x");
-    s->xb = malloc_or_die(C * sizeof(float), "xb");
-    s->xb2 = malloc_or_die(C * sizeof(float), "xb2");
-    s->qkv = malloc_or_die(3 * C * sizeof(float), "qkv");
-    s->att = malloc_or_die((size_t)c->n_head * (size_t)c->n_ctx * sizeof(float), "att");
-    s->hb = malloc_or_die((size_t)c->n_hidden * sizeof(float), "hb");
-    s->logits = malloc_or_die((size_t)c->vocab_size * sizeof(float), "logits");
+    s->block = c->n_ctx < PREFILL_BLOCK ? c->n_ctx : PREFILL_BLOCK;
+    B = (size_t)s->block;
+    s->x = malloc_or_die(B * C * sizeof(float), "x");
+    s->xb = malloc_or_die(B * C * sizeof(float), "xb");
+    s->xb2 = malloc_or_die(B * C * sizeof(float), "xb2");
+    s->qkv = malloc_or_die(B * 3 * C * sizeof(float), "qkv");
+    s->att = malloc_or_die(B * (size_t)c->n_head * (size_t)c->n_ctx * sizeof(float), "att");
+    s->hb = malloc_or_die(B * H * sizeof(float), "hb");
+    s->logits = malloc_or_die(B * (size_t)c->vocab_size * sizeof(float), "logits");
+    s->xq.q = malloc_or_die(B * (C > H ? C : H), "quantized activations");
+    s->xq.scale = malloc_or_die(B * (C > H ? C : H) / Q8_GROUP * sizeof(float) + 4, "scales");
     s->key_cache = malloc_or_die((size_t)cache, "key cache");
     s->value_cache = malloc_or_die((size_t)cache, "value cache");
 }
 
 static void free_state(RunState *s) {
     free(s->x); free(s->xb); free(s->xb2); free(s->qkv); free(s->att); free(s->hb);
-    free(s->logits); free(s->key_cache); free(s->value_cache);
+    free(s->logits); free(s->xq.q); free(s->xq.scale); free(s->key_cache); free(s->value_cache);
 }
 
 /* Validate a whole model file held in memory and point the weights into it. Every offset and
@@ -417,16 +448,18 @@ static void layernorm(float *out, const float *x, const float *weight, const flo
         out[i] = (x[i] - mean) * inv_std * weight[i] + (bias ? bias[i] : 0.0f);
 }
 
-/* out (d) = W (d, n) @ x (n) + bias (d): nn.Linear. OpenMP splits the output rows. */
-static void linear(float *out, const float *x, const float *w, const float *bias, int n, int d) {
-    int i;
-#pragma omp parallel for schedule(static)
-    for (i = 0; i < d; i++) {
-        const float *row = w + (size_t)i * n;
-        float sum = 0.0f;
-        for (int j = 0; j < n; j++) sum += row[j] * x[j];
-        out[i] = sum + (bias ? bias[i] : 0.0f);
-    }
+/* One layer's (rows, cols) matrix out of a stack over layers. */
+static Matrix layer_matrix(Matrix m, int layer, size_t rows, size_t cols) {
+    size_t n = (size_t)layer * rows * cols;
+    if (m.f32) return (Matrix){m.f32 + n, NULL, NULL};
+    return (Matrix){NULL, m.q + n, m.scale + n / Q8_GROUP};
+}
+
+/* nn.Linear on T positions: out (T, d) = x (T, n) @ W^T + bias; the kernels are in kernels.h
+ * (a matrix-vector product split over rows when T = 1, cache-blocked tiles when T > 1). */
+static void linear(RunState *s, float *out, const float *x, Matrix w, const float *bias, int T,
+                   int n, int d) {
+    matmul(out, x, w, bias, T, n, d, &s->xq);
 }
 
 /* In-place softmax: subtract the max for stability, exponentiate, normalise. */
@@ -453,11 +486,7 @@ static void residual_add(float *x, const float *delta, int size) {
     for (int i = 0; i < size; i++) x[i] += delta[i];
 }
 
-static float dot(const float *a, const float *b, int n) {
-    float sum = 0.0f;
-    for (int i = 0; i < n; i++) sum += a[i] * b[i];
-    return sum;
-}
+static float dot(const float *a, const float *b, int n) { return dot_f32(a, b, n); }
 
 /* One head of causal attention for the query at position pos: weights over keys 0..pos
  * (later positions are masked, i.e. never looked at), then the weighted sum of values.
@@ -476,73 +505,115 @@ static void attention_head(float *out, float *att, const float *query, const flo
 }
 
 /* ---------------------------------------------------------------------------------------
- * The forward pass for one token at position pos; returns the logits of the next token.
- * Mirrors GPT.forward in export/model.py. */
+ * The forward pass for T tokens at positions pos .. pos+T-1 (T = 1 when generating, up to
+ * state.block for a prompt). It fills the key/value cache and returns the logits of the last
+ * position, or of every position, (T, vocab_size), when all_logits is set. Mirrors GPT.forward
+ * in export/model.py: every step below works on all T positions at once. */
 
-static float *forward(Transformer *t, int token, int pos) {
+static void embed(const Transformer *t, float *x, uint32_t token, int pos) {
+    int C = t->config.n_embd;
+    Matrix wte = t->weights.wte;
+    const float *position = t->weights.wpe + (size_t)pos * C;
+    if (wte.f32) {
+        const float *tok = wte.f32 + (size_t)token * C;
+        for (int i = 0; i < C; i++) x[i] = tok[i] + position[i];
+    } else { /* a q8_0 row: quant times its group's scale */
+        const int8_t *q = wte.q + (size_t)token * C;
+        const float *scale = wte.scale + (size_t)token * C / Q8_GROUP;
+        for (int i = 0; i < C; i++) x[i] = q[i] * scale[i / Q8_GROUP] + position[i];
+    }
+}
+
+static void layernorm_rows(float *out, const float *x, const float *weight, const float *bias,
+                           int T, int size, float eps) {
+    for (int i = 0; i < T; i++)
+        layernorm(out + (size_t)i * size, x + (size_t)i * size, weight, bias, size, eps);
+}
+
+static float *forward(Transformer *t, const uint32_t *tokens, int T, int pos, int all_logits) {
     const Config *c = &t->config;
     const TransformerWeights *w = &t->weights;
     RunState *s = &t->state;
-    int C = c->n_embd, H = c->n_hidden, hs = c->head_size;
+    int C = c->n_embd, H = c->n_hidden, hs = c->head_size, n_head = c->n_head;
     size_t C3 = 3 * (size_t)C;
     float *x = s->x;
 
     /* token embedding plus positional encoding */
-    const float *tok = w->wte + (size_t)token * C, *position = w->wpe + (size_t)pos * C;
-    for (int i = 0; i < C; i++) x[i] = tok[i] + position[i];
+    for (int i = 0; i < T; i++) embed(t, x + (size_t)i * C, tokens[i], pos + i);
 
     for (int l = 0; l < c->n_layer; l++) {
         size_t lC = (size_t)l * C;
         const float *bias_or_null; /* biases exist for all or none of the layers' parts */
 
         /* attention: LayerNorm, fused query/key/value projection */
-        layernorm(s->xb, x, w->ln_1_weight + lC, c->bias ? w->ln_1_bias + lC : NULL, C, c->ln_eps);
+        layernorm_rows(s->xb, x, w->ln_1_weight + lC, c->bias ? w->ln_1_bias + lC : NULL, T, C,
+                       c->ln_eps);
         bias_or_null = c->bias ? w->c_attn_bias + l * C3 : NULL;
-        linear(s->qkv, s->xb, w->c_attn_weight + l * C3 * C, bias_or_null, C, (int)C3);
-        const float *query = s->qkv, *key = s->qkv + C, *value = s->qkv + 2 * C;
+        linear(s, s->qkv, s->xb, layer_matrix(w->c_attn, l, C3, C), bias_or_null, T, C, (int)C3);
 
-        /* store this position's key and value in the cache, head by head */
-        size_t layer_cache = (size_t)l * c->n_head * c->n_ctx * hs;
-        for (int h = 0; h < c->n_head; h++) {
-            size_t at = layer_cache + ((size_t)h * c->n_ctx + pos) * hs;
-            memcpy(s->key_cache + at, key + h * hs, (size_t)hs * sizeof(float));
-            memcpy(s->value_cache + at, value + h * hs, (size_t)hs * sizeof(float));
+        /* store each position's key and value in the cache, head by head */
+        size_t layer_cache = (size_t)l * n_head * c->n_ctx * hs;
+        for (int i = 0; i < T; i++) {
+            const float *key = s->qkv + i * C3 + C, *value = s->qkv + i * C3 + 2 * C;
+            for (int h = 0; h < n_head; h++) {
+                size_t at = layer_cache + ((size_t)h * c->n_ctx + pos + i) * hs;
+                memcpy(s->key_cache + at, key + h * hs, (size_t)hs * sizeof(float));
+                memcpy(s->value_cache + at, value + h * hs, (size_t)hs * sizeof(float));
+            }
         }
 
-        /* causal multi-head attention: each head writes its slice of xb */
-        int h;
-#pragma omp parallel for schedule(static)
-        for (h = 0; h < c->n_head; h++) {
+        /* causal multi-head attention: each (position, head) writes its slice of xb */
+        int job;
+#pragma omp parallel for schedule(dynamic, 1)
+        for (job = 0; job < T * n_head; job++) {
+            int i = job / n_head, h = job % n_head;
             size_t head_cache = layer_cache + (size_t)h * c->n_ctx * hs;
-            attention_head(s->xb + h * hs, s->att + (size_t)h * c->n_ctx, query + h * hs,
-                           s->key_cache + head_cache, s->value_cache + head_cache, pos, hs);
+            attention_head(s->xb + (size_t)i * C + h * hs, s->att + (size_t)job * c->n_ctx,
+                           s->qkv + i * C3 + h * hs, s->key_cache + head_cache,
+                           s->value_cache + head_cache, pos + i, hs);
         }
-
-        if (s->att_record) /* keep this position's weights for the attention picture */
-            for (h = 0; h < c->n_head; h++)
-                memcpy(s->att_record + (((size_t)l * c->n_head + h) * s->att_record_len + pos) *
-                                           s->att_record_len,
-                       s->att + (size_t)h * c->n_ctx, (size_t)(pos + 1) * sizeof(float));
+        if (s->att_record) /* keep the weights for the attention picture */
+            for (int i = 0; i < T; i++)
+                for (int h = 0; h < n_head; h++)
+                    memcpy(s->att_record + (((size_t)l * n_head + h) * s->att_record_len + pos + i) *
+                                               s->att_record_len,
+                           s->att + ((size_t)i * n_head + h) * c->n_ctx,
+                           (size_t)(pos + i + 1) * sizeof(float));
 
         /* output projection and residual */
         bias_or_null = c->bias ? w->attn_proj_bias + lC : NULL;
-        linear(s->xb2, s->xb, w->attn_proj_weight + lC * C, bias_or_null, C, C);
-        residual_add(x, s->xb2, C);
+        linear(s, s->xb2, s->xb, layer_matrix(w->attn_proj, l, C, C), bias_or_null, T, C, C);
+        residual_add(x, s->xb2, T * C);
 
         /* feed-forward: LayerNorm, expand, GELU, project back, residual */
-        layernorm(s->xb, x, w->ln_2_weight + lC, c->bias ? w->ln_2_bias + lC : NULL, C, c->ln_eps);
+        layernorm_rows(s->xb, x, w->ln_2_weight + lC, c->bias ? w->ln_2_bias + lC : NULL, T, C,
+                       c->ln_eps);
         bias_or_null = c->bias ? w->c_fc_bias + (size_t)l * H : NULL;
-        linear(s->hb, s->xb, w->c_fc_weight + (size_t)l * H * C, bias_or_null, C, H);
-        gelu(s->hb, H, c->gelu);
+        linear(s, s->hb, s->xb, layer_matrix(w->c_fc, l, H, C), bias_or_null, T, C, H);
+        gelu(s->hb, T * H, c->gelu);
         bias_or_null = c->bias ? w->mlp_proj_bias + lC : NULL;
-        linear(s->xb2, s->hb, w->mlp_proj_weight + lC * H, bias_or_null, H, C);
-        residual_add(x, s->xb2, C);
+        linear(s, s->xb2, s->hb, layer_matrix(w->mlp_proj, l, C, H), bias_or_null, T, H, C);
+        residual_add(x, s->xb2, T * C);
     }
 
-    /* final LayerNorm and the output head; padded vocabulary rows are never computed */
-    layernorm(x, x, w->ln_f_weight, w->ln_f_bias, C, c->ln_eps);
-    linear(s->logits, x, w->lm_head, NULL, C, c->vocab_size);
+    /* final LayerNorm and the output head, for the last position unless all are wanted;
+     * padded vocabulary rows are never computed */
+    int first = all_logits ? 0 : T - 1;
+    layernorm_rows(x + (size_t)first * C, x + (size_t)first * C, w->ln_f_weight, w->ln_f_bias,
+                   T - first, C, c->ln_eps);
+    linear(s, s->logits, x + (size_t)first * C, w->lm_head, NULL, T - first, C, c->vocab_size);
     return s->logits;
+}
+
+/* The tokens ids[0..n) at positions 0..n-1 through forward() in blocks (the prompt's prefill);
+ * returns the last position's logits. */
+static float *prefill(Transformer *t, const uint32_t *ids, long n) {
+    float *logits = NULL;
+    for (long pos = 0; pos < n; pos += t->state.block) {
+        int T = n - pos < t->state.block ? (int)(n - pos) : t->state.block;
+        logits = forward(t, ids + pos, T, (int)pos, 0);
+    }
+    return logits;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -798,8 +869,7 @@ static void generate(Transformer *t, Sampler *sampler, const uint8_t *prompt, si
 
     /* the prompt, one token at a time through the key/value cache */
     double t0 = now_seconds();
-    float *logits = NULL;
-    for (long pos = 0; pos < n_prompt; pos++) logits = forward(t, (int)tokens[pos], (int)pos);
+    float *logits = prefill(t, tokens, n_prompt);
     double t1 = now_seconds();
 
     long n_generated = 0, pos = n_prompt;
@@ -815,7 +885,10 @@ static void generate(Transformer *t, Sampler *sampler, const uint8_t *prompt, si
         output_bytes(&out, bytes, len);
         n_generated++;
         /* feed the token back only when another one will be sampled after it */
-        if (n_generated < max_new && pos + 1 < c->n_ctx) logits = forward(t, next, (int)pos);
+        if (n_generated < max_new && pos + 1 < c->n_ctx) {
+            uint32_t token = (uint32_t)next;
+            logits = forward(t, &token, 1, (int)pos, 0);
+        }
         pos++;
     }
     output_finish(&out);
@@ -841,10 +914,11 @@ static void write_logits(Transformer *t, const uint8_t *text, size_t len, const 
     snprintf(tmp, tmp_len, "%s.tmp%d", path, (int)getpid());
     FILE *f = fopen(tmp, "wb");
     if (!f) die("cannot create '%s': %s", tmp, strerror(errno));
-    for (long pos = 0; pos < n; pos++) {
-        const float *logits = forward(t, (int)ids[pos], (int)pos);
-        if (fwrite(logits, sizeof(float), (size_t)t->config.vocab_size, f) !=
-            (size_t)t->config.vocab_size) {
+    for (long pos = 0; pos < n; pos += t->state.block) {
+        int T = n - pos < t->state.block ? (int)(n - pos) : t->state.block;
+        const float *logits = forward(t, ids + pos, T, (int)pos, 1);
+        size_t count = (size_t)T * (size_t)t->config.vocab_size;
+        if (fwrite(logits, sizeof(float), count, f) != count) {
             fclose(f);
             remove(tmp);
             die("cannot write '%s': %s", tmp, strerror(errno));
@@ -979,7 +1053,7 @@ static void write_attention(Transformer *t, const uint8_t *text, size_t len, con
     RunState *s = &t->state;
     s->att_record_len = (int)n;
     s->att_record = malloc_or_die((size_t)c->n_layer * c->n_head * n * n * sizeof(float), "attention");
-    for (long pos = 0; pos < n; pos++) forward(t, (int)ids[pos], (int)pos);
+    prefill(t, ids, n);
 
     size_t tmp_len = strlen(path) + 16;
     char *tmp = malloc_or_die(tmp_len, "path");
@@ -1049,14 +1123,18 @@ static void perplexity(Transformer *t, const uint8_t *text, size_t len) {
     for (long begin = 0;; begin += stride) {
         /* inputs ids[begin .. end), each predicting the next token */
         long end = begin + c->n_ctx < n - 1 ? begin + c->n_ctx : n - 1;
-        for (long pos = begin; pos < end; pos++) {
-            const float *logits = forward(t, (int)ids[pos], (int)(pos - begin));
-            long target = pos + 1;
-            if (target < scored_to) continue; /* predicted by the previous window */
-            double max = logits[argmax(logits, c->vocab_size)], sum = 0.0;
-            for (int i = 0; i < c->vocab_size; i++) sum += exp((double)logits[i] - max);
-            nll += max + log(sum) - logits[ids[target]];
-            n_scored++;
+        for (long chunk = begin; chunk < end; chunk += t->state.block) {
+            int T = end - chunk < t->state.block ? (int)(end - chunk) : t->state.block;
+            const float *all = forward(t, ids + chunk, T, (int)(chunk - begin), 1);
+            for (int i = 0; i < T; i++) {
+                long target = chunk + i + 1;
+                if (target < scored_to) continue; /* predicted by the previous window */
+                const float *logits = all + (size_t)i * c->vocab_size;
+                double max = logits[argmax(logits, c->vocab_size)], sum = 0.0;
+                for (int v = 0; v < c->vocab_size; v++) sum += exp((double)logits[v] - max);
+                nll += max + log(sum) - logits[ids[target]];
+                n_scored++;
+            }
         }
         scored_to = end + 1;
         if (end == n - 1) break;
@@ -1101,6 +1179,12 @@ static void print_info(const Transformer *t, const char *path) {
     const Config *c = &t->config;
     const FileHeader *h = t->header;
     printf("file: %s (%zu bytes, format version %u)\n", path, t->file_size, h->version);
+#ifdef _OPENMP
+    int threads = omp_get_max_threads();
+#else
+    int threads = 1;
+#endif
+    printf("kernels: %s, q8_0 %s, %d threads\n", KERNEL_PATH, Q8_PATH, threads);
     printf("tokenizer: %u tokens, %s pre-tokenizer, end-of-text id %d\n", t->tokenizer.n_tokens,
            t->tokenizer.pretokenizer == PRETOK_CHAR ? "character"
            : t->tokenizer.pretokenizer == PRETOK_GPT2 ? "gpt2" : "cl100k",

@@ -308,6 +308,10 @@ def dequantize(raw: bytes, offset: int, size: int, shape: tuple, wtype: int, gro
     count = int(np.prod(shape))
     if size == 4 * count:
         return np.frombuffer(raw, "<f4", count, offset).reshape(shape)
+    if wtype == 1 and size == count + (-count % 4) + 4 * (count // group):
+        quants = np.frombuffer(raw, np.int8, count, offset).astype(np.float32).reshape(-1, group)
+        scales = np.frombuffer(raw, "<f4", count // group, offset + count + (-count % 4))
+        return (quants * scales[:, None]).reshape(shape)
     raise ExportError(f"tensor at {offset}: {size} bytes do not fit shape {shape}")
 
 
@@ -377,11 +381,37 @@ def file_tensors(model: GPT) -> list[tuple[str, np.ndarray]]:
     return out
 
 
+# Matrices: quantized in a q8_0 file. Norms, biases and the positional table stay float32.
+MATRICES = {"wte", "attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight",
+            "mlp.c_proj.weight", "lm_head.weight"}
+Q8_GROUP = 32
+
+
+def quantize_q8(arr: np.ndarray) -> bytes:
+    """q8_0 (model.h): per group of 32 consecutive values along a row, scale = max|w| / 127
+    (0 for an all-zero group, whose quants are 0) and quant = round(w / scale) in [-127, 127].
+    Stored as all quants, zero padding to a multiple of 4 bytes, then all scales as float32."""
+    groups = np.ascontiguousarray(arr, dtype=np.float32).reshape(-1, Q8_GROUP)
+    amax = np.abs(groups).max(axis=1)
+    scale = (amax / 127.0).astype(np.float32)
+    inv = np.divide(127.0, amax, out=np.zeros_like(amax), where=amax > 0)
+    quants = np.clip(np.rint(groups * inv[:, None]), -127, 127).astype(np.int8)
+    q = quants.tobytes()
+    return q + b"\0" * (-len(q) % 4) + scale.astype("<f4").tobytes()
+
+
+def tensor_data(name: str, arr: np.ndarray, dtype: str) -> bytes:
+    if dtype == "q8_0" and name in MATRICES:
+        return quantize_q8(arr)
+    return np.ascontiguousarray(arr, dtype="<f4").tobytes()
+
+
 def align(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
-def model_bytes_layout(c: GPTConfig | None, tok: TokenizerData, tensors: list[tuple[str, np.ndarray]]):
+def model_bytes_layout(c: GPTConfig | None, tok: TokenizerData, tensors: list[tuple[str, np.ndarray]],
+                       dtype: str = "f32"):
     """The file as pieces (offset, bytes): the metadata block (header, tokenizer section, tensor
     table, with the CRC-32 of model.h filled in), then each tensor. Returns (pieces, file size)."""
     tok_bytes = tokenizer_section(tok)
@@ -390,7 +420,7 @@ def model_bytes_layout(c: GPTConfig | None, tok: TokenizerData, tensors: list[tu
     offset = align(table_off + 64 * len(tensors))
     entries, placed = [], []
     for name, arr in tensors:
-        data = np.ascontiguousarray(arr, dtype="<f4").tobytes()
+        data = tensor_data(name, arr, dtype)
         entries.append(struct.pack("<48sQQ", name.encode(), offset, len(data)))
         placed.append((offset, data))
         offset = align(offset + len(data))
@@ -401,8 +431,10 @@ def model_bytes_layout(c: GPTConfig | None, tok: TokenizerData, tensors: list[tu
     if c is None:  # tokenizer-only file
         fields = (0, 0, 0, 0, 0, len(tok.tokens), len(tok.tokens), 0.0, 0, 0, 0, 0, 0, 0)
     else:
+        q8 = dtype == "q8_0"
         fields = (c.n_layer, c.n_head, c.n_embd, c.n_hidden, c.n_ctx, c.vocab_size, c.vocab_padded,
-                  c.ln_eps, gelu[c.gelu], int(c.bias), int(c.tied_head), pos[c.pos], 0, 0)
+                  c.ln_eps, gelu[c.gelu], int(c.bias), int(c.tied_head), pos[c.pos], int(q8),
+                  Q8_GROUP if q8 else 0)
     meta = bytearray(meta_end)
     struct.pack_into("<III7If6II4Q", meta, 0, MAGIC, VERSION, HEADER_SIZE, *fields, len(tensors),
                      tok_off, len(tok_bytes), table_off, end)
@@ -451,12 +483,15 @@ def write_atomically(out: Path, pieces: list[tuple[int, bytes]], total: int) -> 
             os.unlink(tmp_name)
 
 
-def write_model(out: Path, model: GPT | None, tok: TokenizerData) -> int:
+def write_model(out: Path, model: GPT | None, tok: TokenizerData, dtype: str = "f32") -> int:
     c = model.config if model is not None else None
     if c is not None and len(tok.tokens) != c.vocab_size:
         raise ExportError(f"tokenizer has {len(tok.tokens)} tokens but the model's vocab_size is {c.vocab_size}")
+    if c is not None and dtype == "q8_0" and (c.n_embd % Q8_GROUP or c.n_hidden % Q8_GROUP):
+        raise ExportError(f"q8_0 needs n_embd and n_hidden to be multiples of {Q8_GROUP} "
+                          f"(found {c.n_embd} and {c.n_hidden}); export with --dtype f32")
     tensors = file_tensors(model) if model is not None else []
-    pieces, total = model_bytes_layout(c, tok, tensors)
+    pieces, total = model_bytes_layout(c, tok, tensors, dtype)
     write_atomically(out, pieces, total)
     return total
 
@@ -465,20 +500,21 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("source", help="our checkpoint, a nanoGPT ckpt.pt, or a Hugging Face GPT-2 folder")
     ap.add_argument("out", help="the weight file to write")
-    ap.add_argument("--dtype", choices=["f32"], default="f32", help="weight type (default f32)")
+    ap.add_argument("--dtype", choices=["f32", "q8_0"], default="f32",
+                    help="weight type: f32, or q8_0 (int8 matrices, one scale per 32 values)")
     ap.add_argument("--gpt2-vocab", type=Path, default=DEFAULT_GPT2_VOCAB,
                     help="folder with GPT-2's encoder.json and vocab.bpe (for nanoGPT checkpoints)")
     args = ap.parse_args()
     torch.set_num_threads(2)
     try:
         model, tok = load_source(args.source, args.gpt2_vocab)
-        size = write_model(Path(args.out), model, tok)
+        size = write_model(Path(args.out), model, tok, args.dtype)
     except ExportError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)
     c = model.config
     print(f"wrote {args.out}: {size} bytes, {c.n_layer} layers, {c.n_head} heads, n_embd {c.n_embd}, "
-          f"vocab {c.vocab_size} ({tok.kind})", file=sys.stderr)
+          f"vocab {c.vocab_size} ({tok.kind}), {args.dtype}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -88,6 +88,34 @@ int main(void) {
            sizes[0], sizes[1], sizes[2], before_finish, after_finish);
     if (!stream_ok) failures++;
 
+    /* q8_0: quantize_q8 keeps quants in [-127, 127] with scale max|x|/127, and dot_q8 equals
+     * the dot product of the dequantized values (computed here in double) */
+    enum { N = 320 };
+    static float wv[N], xv[N], ws[N / 32], xs[N / 32];
+    static int8_t wq[N], xq[N];
+    uint64_t seed = 12345;
+    for (int i = 0; i < N; i++) {
+        wv[i] = (float)(rng_uniform(&seed) * 2 - 1);
+        xv[i] = (float)(rng_uniform(&seed) * 8 - 4);
+    }
+    for (int i = 64; i < 96; i++) xv[i] = 0.0f; /* an all-zero block: scale 0, no NaN */
+    quantize_q8(wq, ws, wv, N);
+    quantize_q8(xq, xs, xv, N);
+    double exact = 0.0, dequant = 0.0;
+    int range_ok = 1;
+    for (int i = 0; i < N; i++) {
+        exact += (double)wv[i] * xv[i];
+        dequant += (double)wq[i] * ws[i / 32] * ((double)xq[i] * xs[i / 32]);
+        if (wq[i] < -127 || xq[i] < -127) range_ok = 0;
+    }
+    float got = dot_q8(wq, ws, xq, xs, N);
+    expect_near("dot_q8 = dot of dequantized values", got, dequant, 1e-4 * fabs(dequant) + 1e-5);
+    expect_near("q8_0 dot close to the float dot", got, exact, 0.02 * sqrt((double)N));
+    checks++;
+    int zero_ok = range_ok && xs[2] == 0.0f && isfinite(got);
+    printf("%s quants in [-127, 127], zero block has scale 0\n", zero_ok ? "ok" : "not ok");
+    if (!zero_ok) failures++;
+
     printf("%d passed, %d failed\n", checks - failures, failures);
     return failures ? 1 : 0;
 }

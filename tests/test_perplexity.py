@@ -61,3 +61,16 @@ def test_shipped_model_heldout_excerpt() -> None:
     c = check(model, tok, SHIPPED, text)
     print(f"shipped model, held-out excerpt: {c}")
     assert c["bpb"] < 2.5  # a trained model, far from the 8 bits of a uniform guess
+
+
+def test_shipped_model_q8_0_perplexity_rises_less_than_1_percent() -> None:
+    from export import write_model
+    model, tok = read_model(SHIPPED)
+    q8 = TMP / "kjv_q8_0.bin"
+    write_model(q8, model, tok, "q8_0")
+    held = TMP / "kjv" / "heldout.txt"
+    assert held.exists(), "made by test_shipped_model_heldout_excerpt"
+    f32 = c_perplexity(SHIPPED, held)
+    quant = c_perplexity(q8, held)
+    print(f"held-out perplexity: f32 {f32['ppl']}, q8_0 {quant['ppl']} (+{quant['ppl'] / f32['ppl'] - 1:.3%})")
+    assert quant["ppl"] < 1.01 * f32["ppl"]

@@ -1,0 +1,250 @@
+/* kernels.h: the matrix kernels beneath run.c's forward pass, included by run.c only.
+ *
+ * One entry point, matmul(): out (T, d) = x (T, n) @ W^T + bias for a weight matrix W (d, n)
+ * stored as float32 or as q8_0 (model.h). T = 1 is the decode step, bound by memory bandwidth:
+ * a matrix-vector product split over output rows. T > 1 is prompt prefill, bound by arithmetic:
+ * tiles of 4 rows x 4 tokens whose 16 dot products share every load.
+ *
+ * Instruction sets are chosen at compile time (-march=native): AVX-512 (with VNNI for int8),
+ * AVX2 + FMA (with AVX-VNNI when present), NEON (with sdot when present), else portable C.
+ * Every path sums in its own order, so results differ in the last bits between paths; the
+ * tests check each path against PyTorch within tolerance and greedy tokens for equality.
+ */
+#ifndef KERNELS_H
+#define KERNELS_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#if defined(__AVX512F__) || defined(__AVX2__)
+#include <immintrin.h>
+#endif
+#if defined(__ARM_NEON)
+#include <arm_neon.h>
+#endif
+
+#if defined(__AVX512F__)
+#define KERNEL_PATH "avx512"
+#elif defined(__AVX2__) && defined(__FMA__)
+#define KERNEL_PATH "avx2"
+#elif defined(__ARM_NEON)
+#define KERNEL_PATH "neon"
+#else
+#define KERNEL_PATH "scalar"
+#endif
+
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+#define Q8_PATH "avx512-vnni"
+#elif defined(__AVX2__) && defined(__AVXVNNI__)
+#define Q8_PATH "avx-vnni"
+#elif defined(__AVX2__)
+#define Q8_PATH "avx2-maddubs"
+#elif defined(__ARM_NEON) && defined(__ARM_FEATURE_DOTPROD)
+#define Q8_PATH "neon-sdot"
+#else
+#define Q8_PATH "scalar"
+#endif
+
+/* One weight matrix (rows, cols) of one layer: float32, or q8_0 quants with one float scale
+ * per 32 values along each row (value = quant * scale). */
+typedef struct {
+    const float *f32;   /* (rows, cols), NULL when quantized */
+    const int8_t *q;    /* (rows, cols) */
+    const float *scale; /* (rows, cols / 32) */
+} Matrix;
+
+/* Activations quantized for q8_0 products, reused by every call (no allocation per token). */
+typedef struct {
+    int8_t *q;    /* (T, n) */
+    float *scale; /* (T, n / 32) */
+} QuantScratch;
+
+/* ---- float32 ------------------------------------------------------------------------- */
+
+static inline float dot_f32(const float *a, const float *b, int n) {
+#if defined(__AVX512F__)
+    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps(), s2 = _mm512_setzero_ps(),
+           s3 = _mm512_setzero_ps();
+    int i = 0;
+    for (; i + 64 <= n; i += 64) {
+        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
+        s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), s1);
+        s2 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 32), _mm512_loadu_ps(b + i + 32), s2);
+        s3 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 48), _mm512_loadu_ps(b + i + 48), s3);
+    }
+    for (; i < n; i += 16) { /* masked tail: any n works, including widths not a multiple of 8 */
+        __mmask16 m = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), s0);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+#elif defined(__AVX2__) && defined(__FMA__)
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps(), s2 = _mm256_setzero_ps(),
+           s3 = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), s2);
+        s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), s3);
+    }
+    __m256 s = _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3));
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    float sum = _mm_cvtss_f32(h);
+    for (; i < n; i++) sum += a[i] * b[i];
+    return sum;
+#elif defined(__ARM_NEON)
+    float32x4_t s0 = vdupq_n_f32(0), s1 = vdupq_n_f32(0);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        s0 = vfmaq_f32(s0, vld1q_f32(a + i), vld1q_f32(b + i));
+        s1 = vfmaq_f32(s1, vld1q_f32(a + i + 4), vld1q_f32(b + i + 4));
+    }
+    float sum = vaddvq_f32(vaddq_f32(s0, s1));
+    for (; i < n; i++) sum += a[i] * b[i];
+    return sum;
+#else
+    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int i = 0;
+    for (; i + 4 <= n; i += 4) {
+        s0 += a[i] * b[i]; s1 += a[i + 1] * b[i + 1]; s2 += a[i + 2] * b[i + 2]; s3 += a[i + 3] * b[i + 3];
+    }
+    for (; i < n; i++) s0 += a[i] * b[i];
+    return (s0 + s1) + (s2 + s3);
+#endif
+}
+
+#if defined(__AVX512F__)
+/* 4 tokens x 4 rows of W: 16 dot products of length n sharing every load. */
+static inline void tile4x4_f32(float *out, int ldo, const float *x, const float *w, int n) {
+    __m512 acc[4][4];
+    for (int t = 0; t < 4; t++)
+        for (int r = 0; r < 4; r++) acc[t][r] = _mm512_setzero_ps();
+    for (int k = 0; k < n; k += 16) {
+        __mmask16 m = n - k >= 16 ? 0xFFFF : (__mmask16)((1u << (n - k)) - 1);
+        __m512 wv[4];
+        for (int r = 0; r < 4; r++) wv[r] = _mm512_maskz_loadu_ps(m, w + (size_t)r * n + k);
+        for (int t = 0; t < 4; t++) {
+            __m512 xv = _mm512_maskz_loadu_ps(m, x + (size_t)t * n + k);
+            for (int r = 0; r < 4; r++) acc[t][r] = _mm512_fmadd_ps(xv, wv[r], acc[t][r]);
+        }
+    }
+    for (int t = 0; t < 4; t++)
+        for (int r = 0; r < 4; r++) out[(size_t)t * ldo + r] = _mm512_reduce_add_ps(acc[t][r]);
+}
+#endif
+
+/* ---- q8_0 ---------------------------------------------------------------------------- */
+
+/* Quantize n values (n a multiple of 32) to int8 with one scale per 32: scale = max|x| / 127,
+ * so quants stay in [-127, 127]; an all-zero block gets scale 0 and zero quants. */
+static inline void quantize_q8(int8_t *q, float *scale, const float *x, int n) {
+    for (int b = 0; b < n / 32; b++) {
+        const float *xb = x + b * 32;
+        float amax = 0.0f;
+        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(xb[i]));
+        float d = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+        scale[b] = d;
+        for (int i = 0; i < 32; i++) q[b * 32 + i] = (int8_t)lrintf(xb[i] * inv);
+    }
+}
+
+/* sum over blocks of wscale * xscale * (integer dot product of the block's quants) */
+static inline float dot_q8(const int8_t *wq, const float *ws, const int8_t *xq, const float *xs, int n) {
+    int nb = n / 32, b = 0;
+    float sum = 0.0f;
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+    __m512 acc = _mm512_setzero_ps();
+    for (; b + 2 <= nb; b += 2) { /* two blocks per 64-byte register */
+        __m512i w = _mm512_loadu_si512(wq + b * 32), x = _mm512_loadu_si512(xq + b * 32);
+        /* dpbusd multiplies unsigned by signed bytes: |w| times x with w's sign */
+        __mmask64 negative = _mm512_movepi8_mask(w);
+        __m512i aw = _mm512_abs_epi8(w);
+        __m512i sx = _mm512_mask_sub_epi8(x, negative, _mm512_setzero_si512(), x);
+        __m512i dots = _mm512_dpbusd_epi32(_mm512_setzero_si512(), aw, sx); /* 8 lanes per block */
+        __m512 d = _mm512_insertf32x8(_mm512_set1_ps(ws[b] * xs[b]), _mm256_set1_ps(ws[b + 1] * xs[b + 1]), 1);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), d, acc);
+    }
+    sum = _mm512_reduce_add_ps(acc);
+#elif defined(__AVX2__)
+    __m256 acc = _mm256_setzero_ps();
+    for (; b < nb; b++) {
+        __m256i w = _mm256_loadu_si256((const __m256i *)(wq + b * 32));
+        __m256i x = _mm256_loadu_si256((const __m256i *)(xq + b * 32));
+        __m256i aw = _mm256_sign_epi8(w, w), sx = _mm256_sign_epi8(x, w);
+#if defined(__AVXVNNI__)
+        __m256i dots = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), aw, sx);
+#else
+        __m256i dots = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), _mm256_set1_epi16(1));
+#endif
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots), _mm256_set1_ps(ws[b] * xs[b]), acc);
+    }
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    sum = _mm_cvtss_f32(h);
+#elif defined(__ARM_NEON) && defined(__ARM_FEATURE_DOTPROD)
+    float32x4_t acc = vdupq_n_f32(0);
+    for (; b < nb; b++) {
+        int32x4_t dots = vdotq_s32(vdupq_n_s32(0), vld1q_s8(wq + b * 32), vld1q_s8(xq + b * 32));
+        dots = vdotq_s32(dots, vld1q_s8(wq + b * 32 + 16), vld1q_s8(xq + b * 32 + 16));
+        acc = vmlaq_n_f32(acc, vcvtq_f32_s32(dots), ws[b] * xs[b]);
+    }
+    sum = vaddvq_f32(acc);
+#endif
+    for (; b < nb; b++) { /* portable path, and an odd last block for AVX-512 */
+        int32_t dots = 0;
+        for (int i = 0; i < 32; i++) dots += (int32_t)wq[b * 32 + i] * xq[b * 32 + i];
+        sum += (float)dots * (ws[b] * xs[b]);
+    }
+    return sum;
+}
+
+/* ---- the entry point ----------------------------------------------------------------- */
+
+static inline float matrix_row_dot(Matrix w, int row, const float *x, const int8_t *xq,
+                                   const float *xs, int n) {
+    if (w.f32) return dot_f32(w.f32 + (size_t)row * n, x, n);
+    return dot_q8(w.q + (size_t)row * n, w.scale + (size_t)row * (n / 32), xq, xs, n);
+}
+
+/* out (T, d) = x (T, n) @ W (d, n)^T + bias (d, or NULL). */
+static void matmul(float *out, const float *x, Matrix w, const float *bias, int T, int n, int d,
+                   QuantScratch *scratch) {
+    const int8_t *xq = NULL;
+    const float *xs = NULL;
+    if (!w.f32) { /* quantize the activations once for all rows */
+        for (int t = 0; t < T; t++)
+            quantize_q8(scratch->q + (size_t)t * n, scratch->scale + (size_t)t * (n / 32),
+                        x + (size_t)t * n, n);
+        xq = scratch->q;
+        xs = scratch->scale;
+    }
+    int i;
+    if (T == 1) { /* decode: one pass over W, rows split between threads */
+#pragma omp parallel for schedule(static)
+        for (i = 0; i < d; i++) out[i] = matrix_row_dot(w, i, x, xq, xs, n) + (bias ? bias[i] : 0.0f);
+        return;
+    }
+    /* prefill: blocks of 4 rows; each block is used for every token while it sits in cache */
+#pragma omp parallel for schedule(dynamic, 4)
+    for (i = 0; i < (d + 3) / 4; i++) {
+        int r0 = 4 * i, rows = d - r0 < 4 ? d - r0 : 4, t = 0;
+#if defined(__AVX512F__)
+        if (w.f32 && rows == 4)
+            for (; t + 4 <= T; t += 4)
+                tile4x4_f32(out + (size_t)t * d + r0, d, x + (size_t)t * n, w.f32 + (size_t)r0 * n, n);
+#endif
+        for (; t < T; t++)
+            for (int r = r0; r < r0 + rows; r++)
+                out[(size_t)t * d + r] = matrix_row_dot(w, r, x + (size_t)t * n,
+                                                        xq ? xq + (size_t)t * n : NULL,
+                                                        xs ? xs + (size_t)t * (n / 32) : NULL, n);
+        if (bias)
+            for (int tt = 0; tt < T; tt++)
+                for (int r = r0; r < r0 + rows; r++) out[(size_t)tt * d + r] += bias[r];
+    }
+}
+
+#endif

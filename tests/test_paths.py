@@ -1,0 +1,74 @@
+"""Every instruction-set path of kernels.h (tests/build/run-{scalar,avx2,avxvnni,native}, built
+by `make test`) against PyTorch, for float32 and q8_0 weights, decode (T = 1) and prefill
+(T > 1) alike; and greedy tokens identical across paths and thread counts. q8_0 logits are
+checked against the reference twice: with the dequantized weights (only run.c's on-the-fly
+quantization of activations differs: bound 0.02 * (1 + max|logit|)) and with the original
+float32 weights (bound 0.1 * (1 + max|logit|)). NEON cannot be exercised on this x86 machine."""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from common import REPO, TEXT, TMP, GPTConfig, export, gpt2_tokenizer, random_model
+from compare import c_generate, c_logits, c_tokens, compare_logits
+from export import read_model, write_model
+
+PATHS = ["scalar", "avx2", "avxvnni", "native"]
+CPU_FLAGS = Path("/proc/cpuinfo").read_text()
+_models: dict = {}
+
+
+def binary(path: str) -> Path:
+    b = REPO / "tests" / "build" / f"run-{path}"
+    assert b.exists(), f"{b} is missing: `make test` builds it"
+    return b
+
+
+def available(path: str) -> bool:
+    need = {"scalar": [], "avx2": ["avx2", "fma"], "avxvnni": ["avx_vnni"], "native": []}[path]
+    return all(f" {flag}" in CPU_FLAGS for flag in need)
+
+
+def models():
+    if not _models:
+        tok = gpt2_tokenizer()
+        cfg = GPTConfig(n_layer=2, n_head=4, n_embd=64, n_hidden=256, n_ctx=256, vocab_size=50257,
+                        vocab_padded=50304, gelu="tanh", bias=True, tied_head=False)
+        model = random_model(cfg, seed=51)
+        f32 = export(model, tok, "paths_f32")
+        q8 = TMP / "paths_q8_0.bin"
+        write_model(q8, model, tok, "q8_0")
+        _models.update(model=model, tok=tok, f32=f32, q8=q8, dequantized=read_model(q8)[0])
+    return _models
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_path_matches_pytorch(path: str) -> None:
+    if not available(path):
+        pytest.fail(f"this CPU lacks the instructions of the {path} path")
+    m = models()
+    run = binary(path)
+    ids = c_tokens(run, m["f32"], TEXT.encode())[:100]  # 100 positions: prefill blocks of 4 and a ragged tail
+    prompt = m["tok"].decode(ids)
+    rep = compare_logits(m["model"], ids, c_logits(run, m["f32"], prompt, 50257))
+    assert rep.ok, f"{path} f32: {rep.max_diff} > {rep.tolerance}"
+    q8 = c_logits(run, m["q8"], prompt, 50257)
+    rep = compare_logits(m["dequantized"], ids, q8)
+    assert rep.max_diff <= 0.02 * (1 + rep.max_logit), f"{path} q8_0 vs dequantized: {rep.max_diff}"
+    rep = compare_logits(m["model"], ids, q8)
+    assert rep.max_diff <= 0.1 * (1 + rep.max_logit), f"{path} q8_0 vs f32: {rep.max_diff}"
+    print(f"{path}: q8_0 vs f32 reference max diff {rep.max_diff:.3g} (max |logit| {rep.max_logit:.3g})")
+
+
+@pytest.mark.parametrize("weights", ["f32", "q8"])
+def test_greedy_identical_across_paths_and_threads(weights: str) -> None:
+    m = models()
+    prompt = m["tok"].decode(c_tokens(binary("native"), m["f32"], TEXT.encode())[:40])
+    outs = {}
+    for path in filter(available, PATHS):
+        for threads in (1, 2, 3):
+            outs[path, threads] = c_generate(binary(path), m[weights], prompt, 48, 0.0, 0, 1.0, 1, threads)
+    assert len(set(outs.values())) == 1, {k: v[:40] for k, v in outs.items()}
