@@ -11,7 +11,7 @@ MODEL ?= models/kjv.bin
 # The program's file is named by its absolute path so that `make run` can mean "build and run".
 BIN := $(CURDIR)/run
 
-.PHONY: all run test deps clean sanitize fuzz bench model
+.PHONY: all run test deps clean sanitize fuzz bench model test-paths
 
 all: $(BIN)
 
@@ -63,6 +63,11 @@ bench: deps $(BIN) tests/build/bandwidth
 
 test: deps $(BIN) tests/build/test_kernels $(PATHS:%=tests/build/run-%)
 	$(PYTHON) -m pytest -q -p no:cacheprovider tests
+
+# The decoder's parity tests once per instruction-set path (longer than make test).
+test-paths: deps $(PATHS:%=tests/build/run-%)
+	for p in $(PATHS); do RUN_BINARY=$(CURDIR)/tests/build/run-$$p \
+	    $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_parity.py || exit 1; done
 
 # The whole suite against an AddressSanitizer + UndefinedBehaviorSanitizer build of run.
 # Leak checking is off for the suite (error paths exit without freeing on purpose) and on for

@@ -22,6 +22,9 @@
 #if defined(__ARM_NEON)
 #include <arm_neon.h>
 #endif
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #if defined(__AVX512F__)
 #define KERNEL_PATH "avx512"
@@ -53,10 +56,12 @@ typedef struct {
     const float *scale; /* (rows, cols / 32) */
 } Matrix;
 
-/* Activations quantized for q8_0 products, reused by every call (no allocation per token). */
+/* Scratch for q8_0 products, allocated once (no allocation per token). */
 typedef struct {
-    int8_t *q;    /* (T, n) */
+    int8_t *q;    /* (T, n) activations quantized for the decode step */
     float *scale; /* (T, n / 32) */
+    float *rows;  /* (threads, 4, n) rows of W dequantized for prefill */
+    int threads;
 } QuantScratch;
 
 /* ---- float32 ------------------------------------------------------------------------- */
@@ -209,12 +214,14 @@ static inline float matrix_row_dot(Matrix w, int row, const float *x, const int8
     return dot_q8(w.q + (size_t)row * n, w.scale + (size_t)row * (n / 32), xq, xs, n);
 }
 
-/* out (T, d) = x (T, n) @ W (d, n)^T + bias (d, or NULL). */
+/* out (T, d) = x (T, n) @ W (d, n)^T + bias (d, or NULL). q8_0 weights: when decoding, the
+ * activations are quantized too and the products are integer; in prefill each block of 4
+ * rows is dequantized once into float and used for every token, activations staying float. */
 static void matmul(float *out, const float *x, Matrix w, const float *bias, int T, int n, int d,
                    QuantScratch *scratch) {
     const int8_t *xq = NULL;
     const float *xs = NULL;
-    if (!w.f32) { /* quantize the activations once for all rows */
+    if (!w.f32 && T == 1) { /* quantize the activations once for all rows */
         for (int t = 0; t < T; t++)
             quantize_q8(scratch->q + (size_t)t * n, scratch->scale + (size_t)t * (n / 32),
                         x + (size_t)t * n, n);
@@ -231,16 +238,25 @@ static void matmul(float *out, const float *x, Matrix w, const float *bias, int 
 #pragma omp parallel for schedule(dynamic, 4)
     for (i = 0; i < (d + 3) / 4; i++) {
         int r0 = 4 * i, rows = d - r0 < 4 ? d - r0 : 4, t = 0;
+        const float *wf = w.f32 ? w.f32 + (size_t)r0 * n : NULL;
+        if (!wf) {
+#ifdef _OPENMP
+            int me = omp_get_thread_num();
+#else
+            int me = 0;
+#endif
+            float *buf = scratch->rows + (size_t)(me % scratch->threads) * 4 * n;
+            for (size_t k = 0; k < (size_t)rows * n; k++)
+                buf[k] = w.q[(size_t)r0 * n + k] * w.scale[((size_t)r0 * n + k) / 32];
+            wf = buf;
+        }
 #if defined(__AVX512F__)
-        if (w.f32 && rows == 4)
-            for (; t + 4 <= T; t += 4)
-                tile4x4_f32(out + (size_t)t * d + r0, d, x + (size_t)t * n, w.f32 + (size_t)r0 * n, n);
+        if (rows == 4)
+            for (; t + 4 <= T; t += 4) tile4x4_f32(out + (size_t)t * d + r0, d, x + (size_t)t * n, wf, n);
 #endif
         for (; t < T; t++)
-            for (int r = r0; r < r0 + rows; r++)
-                out[(size_t)t * d + r] = matrix_row_dot(w, r, x + (size_t)t * n,
-                                                        xq ? xq + (size_t)t * n : NULL,
-                                                        xs ? xs + (size_t)t * (n / 32) : NULL, n);
+            for (int r = 0; r < rows; r++)
+                out[(size_t)t * d + r0 + r] = dot_f32(wf + (size_t)r * n, x + (size_t)t * n, n);
         if (bias)
             for (int tt = 0; tt < T; tt++)
                 for (int r = r0; r < r0 + rows; r++) out[(size_t)tt * d + r] += bias[r];

@@ -347,13 +347,21 @@ static void build_state(RunState *s, const Config *c) {
     s->logits = malloc_or_die(B * (size_t)c->vocab_size * sizeof(float), "logits");
     s->xq.q = malloc_or_die(B * (C > H ? C : H), "quantized activations");
     s->xq.scale = malloc_or_die(B * (C > H ? C : H) / Q8_GROUP * sizeof(float) + 4, "scales");
+#ifdef _OPENMP
+    s->xq.threads = omp_get_max_threads();
+#else
+    s->xq.threads = 1;
+#endif
+    if (c->weight_type == WT_Q8_0)
+        s->xq.rows = malloc_or_die((size_t)s->xq.threads * 4 * (C > H ? C : H) * sizeof(float), "rows");
     s->key_cache = malloc_or_die((size_t)cache, "key cache");
     s->value_cache = malloc_or_die((size_t)cache, "value cache");
 }
 
 static void free_state(RunState *s) {
     free(s->x); free(s->xb); free(s->xb2); free(s->qkv); free(s->att); free(s->hb);
-    free(s->logits); free(s->xq.q); free(s->xq.scale); free(s->key_cache); free(s->value_cache);
+    free(s->logits); free(s->xq.q); free(s->xq.scale); free(s->xq.rows);
+    free(s->key_cache); free(s->value_cache);
 }
 
 /* Validate a whole model file held in memory and point the weights into it. Every offset and
@@ -1223,6 +1231,8 @@ static void usage(FILE *f) {
         "  -p, --top-p P             nucleus sampling, 1.0 = off (default 0.9)\n"
         "  -s, --seed S              RNG seed (default: from the clock); echoed on stderr\n"
         "      --threads N           worker threads (default: all cores)\n"
+        "      --block N             prompt tokens per forward pass (default 128; 1 = one at a\n"
+        "                            time, as generation does)\n"
         "      --ignore-eos          keep generating past the end-of-text token\n"
         "      --tokenize            show the prompt's tokens (coloured on a terminal), then exit\n"
         "      --ids                 with --tokenize: only the ids, even on a terminal\n"
@@ -1274,14 +1284,14 @@ static uint8_t *read_file_or_die(const char *path, size_t *len) {
     return buf;
 }
 
-enum { OPT_THREADS = 256, OPT_IGNORE_EOS, OPT_TOKENIZE, OPT_IDS, OPT_PERPLEXITY, OPT_ATTENTION,
+enum { OPT_BLOCK = 255, OPT_THREADS = 256, OPT_IGNORE_EOS, OPT_TOKENIZE, OPT_IDS, OPT_PERPLEXITY, OPT_ATTENTION,
        OPT_INFO, OPT_LOGITS };
 
 #ifndef TESTING
 int main(int argc, char **argv) {
     const char *prompt = NULL, *prompt_file = NULL, *logits_path = NULL, *perplexity_path = NULL,
                *attention_path = NULL;
-    long max_new = 256, top_k = 0, threads = 0;
+    long max_new = 256, top_k = 0, threads = 0, block = PREFILL_BLOCK;
     double temperature = 1.0, top_p = 0.9;
     uint64_t seed = 0;
     int have_seed = 0, ignore_eos = 0, tokenize = 0, ids_only = 0, info = 0;
@@ -1294,6 +1304,7 @@ int main(int argc, char **argv) {
         {"top-p", required_argument, 0, 'p'},
         {"seed", required_argument, 0, 's'},
         {"threads", required_argument, 0, OPT_THREADS},
+        {"block", required_argument, 0, OPT_BLOCK},
         {"ignore-eos", no_argument, 0, OPT_IGNORE_EOS},
         {"tokenize", no_argument, 0, OPT_TOKENIZE},
         {"ids", no_argument, 0, OPT_IDS},
@@ -1325,6 +1336,7 @@ int main(int argc, char **argv) {
             break;
         }
         case OPT_THREADS: threads = parse_long("--threads", optarg, 1, 1024); break;
+        case OPT_BLOCK: block = parse_long("--block", optarg, 1, PREFILL_BLOCK); break;
         case OPT_IGNORE_EOS: ignore_eos = 1; break;
         case OPT_TOKENIZE: tokenize = 1; break;
         case OPT_IDS: ids_only = 1; break;
@@ -1354,6 +1366,7 @@ int main(int argc, char **argv) {
 
     Transformer transformer;
     build_transformer(&transformer, model_path);
+    if (transformer.state.block > block) transformer.state.block = (int)block;
     if (info) print_info(&transformer, model_path);
     else if (tokenize) print_tokens(&transformer, text, text_len, ids_only);
     else {

@@ -4,9 +4,10 @@ usage: compare.py SOURCE MODEL.bin [--prompt TEXT] [--steps N] [--seeds N] [--ru
 
 Reads SOURCE (any kind export.py reads) into the reference model and MODEL.bin (its export),
 then reports:
-  - logits: run.c's key/value-cache path (`run --logits`) against the reference's
-    full-sequence forward at every prompt position: max |difference| per position and overall,
-    against the tolerance 1e-4 * (1 + max |logit|);
+  - logits: run.c's key/value-cache path (`run --logits`), one token at a time as generation
+    runs and in prefill blocks as prompts run, against the reference's full-sequence forward at
+    every prompt position: max |difference| per position and overall, against the tolerance
+    1e-4 * (1 + max |logit|);
   - greedy: whether `run -t 0` and the reference's generate() produce the same bytes;
   - sampled: the same at temperature 0.8, top-k 40, top-p 0.9 for each of --seeds seeds.
 Exit status 0 when everything agrees, 1 otherwise. Writes nothing but a temporary file.
@@ -48,12 +49,13 @@ def c_tokens(run: Path, model: Path, prompt: bytes) -> list[int]:
     return [int(x) for x in r.stdout.split()]
 
 
-def c_logits(run: Path, model: Path, prompt: bytes, vocab_size: int) -> np.ndarray:
-    """[n_prompt, vocab_size] logits from run.c's one-token-at-a-time path."""
+def c_logits(run: Path, model: Path, prompt: bytes, vocab_size: int, block: int = 1) -> np.ndarray:
+    """[n_prompt, vocab_size] logits from run.c: block 1 feeds one token at a time through the
+    key/value cache, as generation does; larger blocks are the prompt's prefill path."""
     with tempfile.TemporaryDirectory() as d:
         pf, lf = Path(d) / "prompt", Path(d) / "logits"
         pf.write_bytes(prompt)
-        r = run_c(run, model, "-f", str(pf), "--logits", str(lf))
+        r = run_c(run, model, "-f", str(pf), "--logits", str(lf), "--block", str(block))
         if r.returncode != 0:
             raise RuntimeError(f"run --logits failed: {r.stderr.decode(errors='replace').strip()}")
         return np.fromfile(lf, dtype="<f4").reshape(-1, vocab_size)
@@ -122,12 +124,14 @@ def main() -> int:
     prompt = args.prompt.encode("utf-8")
     ids = c_tokens(args.run, args.model, prompt)[: model.config.n_ctx]
     prompt = tok.decode(ids)
-    rep = compare_logits(model, ids, c_logits(args.run, args.model, prompt, model.config.vocab_size))
-    print(f"logits: {len(ids)} positions, max |diff| {rep.max_diff:.3g} (tolerance {rep.tolerance:.3g}, "
-          f"max |logit| {rep.max_logit:.3g}) {'ok' if rep.ok else 'MISMATCH'}")
-    for pos, d in enumerate(rep.per_position):
-        print(f"  position {pos:4d}: max |diff| {d:.3g}")
-    ok = rep.ok
+    ok = True
+    for block, name in ((1, "one token at a time"), (128, "prefill blocks of 128")):
+        rep = compare_logits(model, ids, c_logits(args.run, args.model, prompt, model.config.vocab_size, block))
+        print(f"logits, {name}: {len(ids)} positions, max |diff| {rep.max_diff:.3g} (tolerance "
+              f"{rep.tolerance:.3g}, max |logit| {rep.max_logit:.3g}) {'ok' if rep.ok else 'MISMATCH'}")
+        for pos, d in enumerate(rep.per_position):
+            print(f"  position {pos:4d}: max |diff| {d:.3g}")
+        ok &= rep.ok
     runs = [("greedy", 0.0, 0, 1.0, 0)] + [(f"sampled seed {s}", 0.8, 40, 0.9, s) for s in range(args.seeds)]
     for name, t, k, p, seed in runs:
         c_out = c_generate(args.run, args.model, prompt, args.steps, t, k, p, seed)

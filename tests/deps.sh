@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-/usr/bin/python3}
-APT_PACKAGES="python3-torch python3-numpy python3-regex python3-pytest python3-matplotlib libopenblas0-openmp bible-kjv nodejs npm gcc make chromium"
+APT_PACKAGES="python3-torch python3-numpy python3-regex python3-pytest python3-matplotlib libopenblas0-openmp bible-kjv nodejs npm gcc make clang libclang-rt-14-dev chromium"
 
 missing=()
 $PYTHON -c "import torch, numpy" 2>/dev/null || missing+=(python3-torch python3-numpy libopenblas0-openmp)
@@ -15,6 +15,8 @@ command -v bible >/dev/null || missing+=(bible-kjv)
 command -v node >/dev/null || missing+=(nodejs)
 command -v npm >/dev/null || missing+=(npm)
 [ -x /usr/bin/chromium ] || missing+=(chromium)
+command -v clang >/dev/null || missing+=(clang)
+dpkg -s libclang-rt-14-dev >/dev/null 2>&1 || missing+=(libclang-rt-14-dev)
 dpkg -s libopenblas0-openmp >/dev/null 2>&1 || missing+=(libopenblas0-openmp)
 
 if [ ${#missing[@]} -gt 0 ]; then

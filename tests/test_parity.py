@@ -54,10 +54,11 @@ def test_logits_every_position(name: str) -> None:
     assert len(ids) == 64, "the prompt must give 64 tokens"
     prompt = tok.decode(ids)
     assert c_tokens(RUN, path, prompt) == ids
-    rep = compare_logits(model, ids, c_logits(RUN, path, prompt, model.config.vocab_size))
-    print(f"{name}: max |logit diff| {rep.max_diff:.3g}, tolerance {rep.tolerance:.3g}")
-    assert rep.per_position.shape == (64,)
-    assert rep.ok, f"{name}: max diff {rep.max_diff} > {rep.tolerance}"
+    for block in (1, 128):  # one token at a time (generation) and the prompt's prefill blocks
+        rep = compare_logits(model, ids, c_logits(RUN, path, prompt, model.config.vocab_size, block))
+        print(f"{name}, block {block}: max |logit diff| {rep.max_diff:.3g}, tolerance {rep.tolerance:.3g}")
+        assert rep.per_position.shape == (64,)
+        assert rep.ok, f"{name}, block {block}: max diff {rep.max_diff} > {rep.tolerance}"
 
 
 @pytest.mark.parametrize("name", CONFIGS)
