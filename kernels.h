@@ -58,10 +58,11 @@ typedef struct {
 
 /* Scratch for q8_0 products, allocated once (no allocation per token). */
 typedef struct {
-    int8_t *q;    /* (T, n) activations quantized for the decode step */
+    int8_t *q;    /* (T, n) activations quantized for q8_0 products */
     float *scale; /* (T, n / 32) */
-    float *rows;  /* (threads, 4, n) rows of W dequantized for prefill */
     int threads;
+    uint8_t *xu;  /* (T rounded up to 16, n) activation quants + 128, for AMX */
+    uint8_t *packed; /* (threads, 16 * n) weight rows in AMX's VNNI order, plus per-group terms */
 } QuantScratch;
 
 /* ---- float32 ------------------------------------------------------------------------- */
@@ -206,6 +207,75 @@ static inline float dot_q8(const int8_t *wq, const float *ws, const int8_t *xq, 
     return sum;
 }
 
+/* ---- AMX: q8_0 prefill as int8 tile products (Intel Sapphire Rapids and later) --------- */
+
+#if defined(__AMX_INT8__) && defined(__AMX_TILE__) && defined(__AVX512F__) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#define AMX_PREFILL 1
+
+/* Linux hands out the 8 KB tile state only on request (arch_prctl ARCH_REQ_XCOMP_PERM for
+ * XFEATURE_XTILEDATA, constants from the kernel's uapi headers); asked once per process. */
+static int amx_available(void) {
+    static int state = 0; /* 0 not asked yet, 1 granted, -1 refused */
+    if (state == 0) state = syscall(SYS_arch_prctl, 0x1023, 18) == 0 ? 1 : -1;
+    return state == 1;
+}
+
+/* Tile 0: C, 16 tokens x 16 rows of int32. Tile 1: A, 16 tokens x 32 activation bytes (one
+ * group). Tile 2: B, one group of 16 weight rows in VNNI order: 8 rows of 16 x 4 bytes. */
+static void amx_configure(void) {
+    struct { uint8_t palette, start_row, reserved[14]; uint16_t colsb[16]; uint8_t rows[16]; } cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    cfg.rows[0] = 16; cfg.colsb[0] = 64;
+    cfg.rows[1] = 16; cfg.colsb[1] = 32;
+    cfg.rows[2] = 8;  cfg.colsb[2] = 64;
+    _tile_loadconfig(&cfg);
+}
+
+/* out rows r0..r0+15 for T16 tokens (a multiple of 16; outputs past T are dropped).
+ * xu: (T16, n) activation quants + 128 as unsigned bytes, xs: their scales (T16, n/32).
+ * dpbusd multiplies unsigned by signed bytes, so sum (x+128) w = sum x w + 128 sum w: the
+ * second term, per row and group, is subtracted again (corr). */
+static void amx_rows16(float *out, int d, const float *bias, const uint8_t *xu, const float *xs,
+                       Matrix w, int r0, int T, int T16, int n, uint8_t *packed, int32_t *corr,
+                       float *wscale) {
+    int nb = n / 32;
+    for (int b = 0; b < nb; b++) /* pack the 16 rows group by group into VNNI order */
+        for (int r = 0; r < 16; r++) {
+            const int8_t *src = w.q + (size_t)(r0 + r) * n + b * 32;
+            int32_t sum = 0;
+            for (int k = 0; k < 32; k++) sum += src[k];
+            for (int k4 = 0; k4 < 8; k4++) memcpy(packed + (size_t)b * 512 + k4 * 64 + r * 4, src + k4 * 4, 4);
+            corr[b * 16 + r] = 128 * sum;
+            wscale[b * 16 + r] = w.scale[(size_t)(r0 + r) * nb + b];
+        }
+    int32_t c[16][16];
+    for (int t0 = 0; t0 < T16; t0 += 16) {
+        __m512 acc[16];
+        for (int t = 0; t < 16; t++) acc[t] = _mm512_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            _tile_zero(0);
+            _tile_loadd(1, xu + (size_t)t0 * n + b * 32, n);
+            _tile_loadd(2, packed + (size_t)b * 512, 64);
+            _tile_dpbusd(0, 1, 2);
+            _tile_stored(0, c, 64);
+            __m512i cv = _mm512_loadu_si512(corr + b * 16);
+            __m512 sw = _mm512_loadu_ps(wscale + b * 16);
+            for (int t = 0; t < 16; t++) {
+                __m512 dots = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_loadu_si512(c[t]), cv));
+                __m512 scale = _mm512_mul_ps(sw, _mm512_set1_ps(xs[(size_t)(t0 + t) * nb + b]));
+                acc[t] = _mm512_fmadd_ps(dots, scale, acc[t]);
+            }
+        }
+        __m512 bv = bias ? _mm512_loadu_ps(bias + r0) : _mm512_setzero_ps();
+        for (int t = 0; t < 16 && t0 + t < T; t++)
+            _mm512_storeu_ps(out + (size_t)(t0 + t) * d + r0, _mm512_add_ps(acc[t], bv));
+    }
+}
+#endif
+
 /* ---- the entry point ----------------------------------------------------------------- */
 
 static inline float matrix_row_dot(Matrix w, int row, const float *x, const int8_t *xq,
@@ -214,14 +284,14 @@ static inline float matrix_row_dot(Matrix w, int row, const float *x, const int8
     return dot_q8(w.q + (size_t)row * n, w.scale + (size_t)row * (n / 32), xq, xs, n);
 }
 
-/* out (T, d) = x (T, n) @ W (d, n)^T + bias (d, or NULL). q8_0 weights: when decoding, the
- * activations are quantized too and the products are integer; in prefill each block of 4
- * rows is dequantized once into float and used for every token, activations staying float. */
+/* out (T, d) = x (T, n) @ W (d, n)^T + bias (d, or NULL). With q8_0 weights the activations
+ * are quantized the same way (per token, one scale per 32) and the products are integer, on
+ * every path, so all paths compute the same thing up to float summation order. */
 static void matmul(float *out, const float *x, Matrix w, const float *bias, int T, int n, int d,
                    QuantScratch *scratch) {
     const int8_t *xq = NULL;
     const float *xs = NULL;
-    if (!w.f32 && T == 1) { /* quantize the activations once for all rows */
+    if (!w.f32) { /* quantize the activations once for all rows */
         for (int t = 0; t < T; t++)
             quantize_q8(scratch->q + (size_t)t * n, scratch->scale + (size_t)t * (n / 32),
                         x + (size_t)t * n, n);
@@ -234,29 +304,50 @@ static void matmul(float *out, const float *x, Matrix w, const float *bias, int 
         for (i = 0; i < d; i++) out[i] = matrix_row_dot(w, i, x, xq, xs, n) + (bias ? bias[i] : 0.0f);
         return;
     }
-    /* prefill: blocks of 4 rows; each block is used for every token while it sits in cache */
-#pragma omp parallel for schedule(dynamic, 4)
-    for (i = 0; i < (d + 3) / 4; i++) {
-        int r0 = 4 * i, rows = d - r0 < 4 ? d - r0 : 4, t = 0;
-        const float *wf = w.f32 ? w.f32 + (size_t)r0 * n : NULL;
-        if (!wf) {
+    int done_rows = 0;
+#ifdef AMX_PREFILL
+    if (!w.f32 && d >= 16 && scratch->xu && amx_available()) {
+        int T16 = (T + 15) / 16 * 16, nb = n / 32;
+        for (int t = 0; t < T16; t++) { /* shift the quants to unsigned; pad with zeros */
+            for (int k = 0; k < n; k++)
+                scratch->xu[(size_t)t * n + k] = t < T ? (uint8_t)(scratch->q[(size_t)t * n + k] + 128) : 0;
+            if (t >= T) for (int b = 0; b < nb; b++) scratch->scale[(size_t)t * nb + b] = 0.0f;
+        }
+        done_rows = d / 16 * 16;
+#pragma omp parallel
+        {
 #ifdef _OPENMP
-            int me = omp_get_thread_num();
+            int me = omp_get_thread_num() % scratch->threads;
 #else
             int me = 0;
 #endif
-            float *buf = scratch->rows + (size_t)(me % scratch->threads) * 4 * n;
-            for (size_t k = 0; k < (size_t)rows * n; k++)
-                buf[k] = w.q[(size_t)r0 * n + k] * w.scale[((size_t)r0 * n + k) / 32];
-            wf = buf;
+            uint8_t *packed = scratch->packed + (size_t)me * (16 * (size_t)n + (size_t)nb * 128);
+            int32_t *corr = (int32_t *)(void *)(packed + 16 * (size_t)n);
+            float *wscale = (float *)(void *)(corr + (size_t)nb * 16);
+            amx_configure();
+            int tile;
+#pragma omp for schedule(dynamic, 1)
+            for (tile = 0; tile < d / 16; tile++)
+                amx_rows16(out, d, bias, scratch->xu, scratch->scale, w, 16 * tile, T, T16, n,
+                           packed, corr, wscale);
+            _tile_release();
         }
+    }
+#endif
+    /* prefill: blocks of 4 rows; each block is used for every token while it sits in cache */
+#pragma omp parallel for schedule(dynamic, 4)
+    for (i = done_rows / 4; i < (d + 3) / 4; i++) {
+        int r0 = 4 * i, rows = d - r0 < 4 ? d - r0 : 4, t = 0;
 #if defined(__AVX512F__)
-        if (rows == 4)
-            for (; t + 4 <= T; t += 4) tile4x4_f32(out + (size_t)t * d + r0, d, x + (size_t)t * n, wf, n);
+        if (w.f32 && rows == 4)
+            for (; t + 4 <= T; t += 4)
+                tile4x4_f32(out + (size_t)t * d + r0, d, x + (size_t)t * n, w.f32 + (size_t)r0 * n, n);
 #endif
         for (; t < T; t++)
-            for (int r = 0; r < rows; r++)
-                out[(size_t)t * d + r0 + r] = dot_f32(wf + (size_t)r * n, x + (size_t)t * n, n);
+            for (int r = r0; r < r0 + rows; r++)
+                out[(size_t)t * d + r] = matrix_row_dot(w, r, x + (size_t)t * n,
+                                                        xq ? xq + (size_t)t * n : NULL,
+                                                        xs ? xs + (size_t)t * (n / 32) : NULL, n);
         if (bias)
             for (int tt = 0; tt < T; tt++)
                 for (int r = r0; r < r0 + rows; r++) out[(size_t)tt * d + r] += bias[r];

@@ -6,6 +6,7 @@
  * line for line, so the two can be compared number for number (tests/).
  */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* syscall() for AMX's permission request in kernels.h */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -352,15 +353,24 @@ static void build_state(RunState *s, const Config *c) {
 #else
     s->xq.threads = 1;
 #endif
-    if (c->weight_type == WT_Q8_0)
-        s->xq.rows = malloc_or_die((size_t)s->xq.threads * 4 * (C > H ? C : H) * sizeof(float), "rows");
+    if (c->weight_type == WT_Q8_0) {
+#ifdef AMX_PREFILL
+        size_t n = C > H ? C : H;
+        s->xq.q = realloc(s->xq.q, (B + 15) / 16 * 16 * n);
+        s->xq.scale = realloc(s->xq.scale, (B + 15) / 16 * 16 * n / Q8_GROUP * sizeof(float) + 4);
+        s->xq.xu = malloc_or_die((B + 15) / 16 * 16 * n, "activations");
+        s->xq.packed = aligned_alloc(64, (size_t)s->xq.threads * (16 * n + n / Q8_GROUP * 128));
+        if (!s->xq.q || !s->xq.scale || !s->xq.packed) die("out of memory for the q8_0 buffers");
+#endif
+    }
     s->key_cache = malloc_or_die((size_t)cache, "key cache");
     s->value_cache = malloc_or_die((size_t)cache, "value cache");
 }
 
 static void free_state(RunState *s) {
     free(s->x); free(s->xb); free(s->xb2); free(s->qkv); free(s->att); free(s->hb);
-    free(s->logits); free(s->xq.q); free(s->xq.scale); free(s->xq.rows);
+    free(s->logits); free(s->xq.q); free(s->xq.scale); free(s->xq.xu);
+    free(s->xq.packed);
     free(s->key_cache); free(s->value_cache);
 }
 
