@@ -98,6 +98,8 @@ def main() -> None:
     ap.add_argument("--n-ctx", type=int, default=256)
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--steps", type=int, default=4000)
+    ap.add_argument("--stop-step", type=int, default=None,
+                    help="stop after this step; the learning-rate schedule still spans --steps")
     ap.add_argument("--warmup", type=int, default=200)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--weight-decay", type=float, default=0.1)
@@ -151,7 +153,8 @@ def main() -> None:
     ctx, B = model.config.n_ctx, args.batch_size
     gen = np.random.default_rng(args.seed + step)  # a resumed run draws new, still fixed, batches
     t_start, tokens_done, running = time.time(), 0, None
-    while step < args.steps:
+    last = min(args.steps, args.stop_step or args.steps)
+    while step < last:
         lr = lr_at(step, args.steps, args.warmup, args.lr)
         for g in opt.param_groups:
             g["lr"] = lr
@@ -173,7 +176,7 @@ def main() -> None:
             left = (args.steps - step) * B * ctx / rate
             print(f"\rstep {step}/{args.steps} loss {running:.3f} lr {lr:.2e} {rate:.0f} tok/s "
                   f"{elapsed / 60:.1f} min, {left / 60:.1f} min left ", end="", file=sys.stderr)
-        if step % args.eval_every == 0 or step == args.steps:
+        if step % args.eval_every == 0 or step == last:
             held = heldout_loss(model, held_ids, ctx)  # float32: the figure the C program reproduces
             history.append({"step": step, "train": running, "heldout": held,
                             "minutes": (time.time() - t_start) / 60})
