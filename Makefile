@@ -24,7 +24,7 @@ run: $(BIN)
 
 tests/build/test_kernels: tests/test_kernels.c $(SOURCES) $(HEADERS)
 	@mkdir -p tests/build
-	$(CC) -O2 $(WARN) -Wno-unused-function -o $@ tests/test_kernels.c tokenizer.c -lm
+	$(CC) $(CFLAGS) $(WARN) -Wno-unused-function -o $@ tests/test_kernels.c tokenizer.c -lm
 
 deps:
 	@PYTHON=$(PYTHON) bash tests/deps.sh

@@ -491,6 +491,9 @@ static void softmax(float *x, int size) {
 
 /* GELU, either GPT-2's tanh approximation or the exact erf form (nanoGPT's nn.GELU()). */
 static void gelu(float *x, int size, int kind) {
+#if defined(__AVX512F__)
+    if (kind == GELU_TANH) { gelu_tanh_avx512(x, size); return; }
+#endif
     for (int i = 0; i < size; i++) {
         float v = x[i];
         if (kind == GELU_TANH)
