@@ -200,6 +200,27 @@ static inline void gelu_tanh_avx512(float *x, int n) {
 #undef TILE_STEP
 #endif
 
+/* out (hs) = sum over keys t < n of att[t] * values[t] (each of hs floats, rows hs apart):
+ * attention's weighted sum of values, accumulated in registers 16 lanes at a time. */
+static inline void weighted_sum(float *out, const float *att, const float *values, int n, int hs) {
+    int i = 0;
+#if defined(__AVX512F__)
+    for (; i + 16 <= hs; i += 16) {
+        __m512 acc = _mm512_setzero_ps();
+        for (int t = 0; t < n; t++)
+            acc = _mm512_fmadd_ps(_mm512_set1_ps(att[t]), _mm512_loadu_ps(values + (size_t)t * hs + i), acc);
+        _mm512_storeu_ps(out + i, acc);
+    }
+#endif
+    if (i < hs) {
+        memset(out + i, 0, (size_t)(hs - i) * sizeof(float));
+        for (int t = 0; t < n; t++) {
+            const float *v = values + (size_t)t * hs;
+            for (int k = i; k < hs; k++) out[k] += att[t] * v[k];
+        }
+    }
+}
+
 /* ---- q8_0 ---------------------------------------------------------------------------- */
 
 /* Quantize n values (n a multiple of 32) to int8 with one scale per 32: scale = max|x| / 127,
@@ -208,10 +229,11 @@ static inline void quantize_q8(int8_t *q, float *scale, const float *x, int n) {
     for (int b = 0; b < n / 32; b++) {
         const float *xb = x + b * 32;
         float amax = 0.0f;
-        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(xb[i]));
+        for (int i = 0; i < 32; i++) amax = fabsf(xb[i]) > amax ? fabsf(xb[i]) : amax;
         float d = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
         scale[b] = d;
-        for (int i = 0; i < 32; i++) q[b * 32 + i] = (int8_t)lrintf(xb[i] * inv);
+        /* rintf rounds half to even, like numpy's rint in export.py; it inlines (no errno) */
+        for (int i = 0; i < 32; i++) q[b * 32 + i] = (int8_t)rintf(xb[i] * inv);
     }
 }
 
@@ -358,7 +380,9 @@ static void matmul(float *out, const float *x, Matrix w, const float *bias, int 
     const int8_t *xq = NULL;
     const float *xs = NULL;
     if (!w.f32) { /* quantize the activations once for all rows */
-        for (int t = 0; t < T; t++)
+        int t;
+#pragma omp parallel for schedule(static) if (T > 1)
+        for (t = 0; t < T; t++)
             quantize_q8(scratch->q + (size_t)t * n, scratch->scale + (size_t)t * (n / 32),
                         x + (size_t)t * n, n);
         xq = scratch->q;
@@ -373,8 +397,9 @@ static void matmul(float *out, const float *x, Matrix w, const float *bias, int 
     int done_rows = 0;
 #ifdef AMX_PREFILL
     if (!w.f32 && d >= 16 && scratch->xu && amx_available()) {
-        int T16 = (T + 15) / 16 * 16, nb = n / 32;
-        for (int t = 0; t < T16; t++) { /* shift the quants to unsigned; pad with zeros */
+        int T16 = (T + 15) / 16 * 16, nb = n / 32, t;
+#pragma omp parallel for schedule(static)
+        for (t = 0; t < T16; t++) { /* shift the quants to unsigned; pad with zeros */
             for (int k = 0; k < n; k++)
                 scratch->xu[(size_t)t * n + k] = t < T ? (uint8_t)(scratch->q[(size_t)t * n + k] + 128) : 0;
             if (t >= T) for (int b = 0; b < nb; b++) scratch->scale[(size_t)t * nb + b] = 0.0f;

@@ -518,11 +518,7 @@ static void attention_head(float *out, float *att, const float *query, const flo
     for (int t = 0; t <= pos; t++)
         att[t] = dot(query, keys + (size_t)t * head_size, head_size) * scale;
     softmax(att, pos + 1);
-    memset(out, 0, (size_t)head_size * sizeof(float));
-    for (int t = 0; t <= pos; t++) {
-        const float *v = values + (size_t)t * head_size;
-        for (int i = 0; i < head_size; i++) out[i] += att[t] * v[i];
-    }
+    weighted_sum(out, att, values, pos + 1, head_size); /* kernels.h */
 }
 
 /* ---------------------------------------------------------------------------------------
