@@ -75,7 +75,8 @@ test-paths: deps $(PATHS:%=tests/build/run-%)
 # The whole suite against an AddressSanitizer + UndefinedBehaviorSanitizer build of run.
 # Leak checking is off for the suite (error paths exit without freeing on purpose) and on for
 # a normal generation, which must free everything.
-SANITIZE := -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+SANITIZE := -g -O2 -march=native -fsanitize=address,undefined -fno-sanitize-recover=all \
+            -fno-omit-frame-pointer
 run-asan: $(SOURCES) $(HEADERS)
 	$(CC) $(SANITIZE) $(WARN) $(OPENMP) -o $@ $(SOURCES) -lm
 tests/build/test_kernels-asan: tests/test_kernels.c $(SOURCES) $(HEADERS)
