@@ -263,6 +263,16 @@ def load_hf(folder: Path) -> tuple[GPT, TokenizerData]:
     return build_model(cfg, ours, str(folder)), tok
 
 
+def read_tokenizer(raw: bytes, tok_off: int) -> TokenizerData:
+    """The tokenizer section of a weight file (layout in model.h) starting at tok_off."""
+    n_tok, kind, eot, _ = struct.unpack_from("<IIiI", raw, tok_off)
+    ranks = np.frombuffer(raw, "<u4", n_tok, tok_off + 16).tolist()
+    offsets = np.frombuffer(raw, "<u4", n_tok + 1, tok_off + 16 + 4 * n_tok)
+    blob = tok_off + 16 + 8 * n_tok + 4
+    tokens = [raw[blob + offsets[i]:blob + offsets[i + 1]] for i in range(n_tok)]
+    return TokenizerData({v: k for k, v in PRETOK.items()}[kind], tokens, ranks, eot)
+
+
 def read_model(path: Path) -> tuple[GPT | None, TokenizerData]:
     """Read a weight file back (model.h's layout) into the reference model: lets the tests and
     compare.py check a shipped .bin, whose training checkpoint is not shipped."""
@@ -273,12 +283,7 @@ def read_model(path: Path) -> tuple[GPT | None, TokenizerData]:
      pos, wtype, group, n_tensors, tok_off, tok_size, table_off, _) = struct.unpack_from("<III7If6II4Q", raw)
     if version != VERSION:
         raise ExportError(f"{path}: format version {version}, this reads {VERSION}")
-    n_tok, kind, eot, blob_size = struct.unpack_from("<IIiI", raw, tok_off)
-    ranks = np.frombuffer(raw, "<u4", n_tok, tok_off + 16).tolist()
-    offsets = np.frombuffer(raw, "<u4", n_tok + 1, tok_off + 16 + 4 * n_tok)
-    blob = tok_off + 16 + 8 * n_tok + 4
-    tokens = [raw[blob + offsets[i]:blob + offsets[i + 1]] for i in range(n_tok)]
-    tok = TokenizerData({v: k for k, v in PRETOK.items()}[kind], tokens, ranks, eot)
+    tok = read_tokenizer(raw, tok_off)
     if n_layer == 0:
         return None, tok
     cfg = GPTConfig(n_layer=n_layer, n_head=n_head, n_embd=n_embd, n_hidden=n_hidden, n_ctx=n_ctx,

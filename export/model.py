@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -275,10 +275,6 @@ def perplexity(model: GPT, ids: list[int], n_bytes: int) -> dict:
         begin += stride
     mean = nll / count
     return {"tokens": count, "nll": mean, "ppl": math.exp(mean), "bpb": nll / math.log(2) / n_bytes}
-
-
-def config_dict(c: GPTConfig) -> dict:
-    return asdict(c)
 
 
 def main() -> None:

@@ -89,24 +89,14 @@ def prompt_of(model: Path, n: int) -> Path:
     if not text.exists():
         sh(PYTHON, REPO / "export" / "kjv.py", text.parent, check=True)
     ids = sh(RUN, model, "--tokenize", "-f", text).stdout.split()[:n]
-    _, tok = read_model_tokenizer(model)
+    from export import read_tokenizer
+    raw = model.open("rb").read(64 << 20)  # the header and tokenizer come first
+    tok = read_tokenizer(raw, struct.unpack_from("<Q", raw, 72)[0])
     data = tok.decode([int(i) for i in ids])
     f = OUT / f"prompt_{model.stem}_{n}.txt"
     f.write_bytes(data)
     assert len(sh(RUN, model, "--tokenize", "-f", f).stdout.split()) == n
     return f
-
-
-def read_model_tokenizer(model: Path):
-    from export import TokenizerData, PRETOK
-    import numpy as np
-    raw = model.read_bytes()
-    tok_off, = struct.unpack_from("<Q", raw, 72)
-    n, kind, eot, _ = struct.unpack_from("<IIiI", raw, tok_off)
-    offsets = np.frombuffer(raw, "<u4", n + 1, tok_off + 16 + 4 * n)
-    blob = tok_off + 16 + 8 * n + 4
-    tokens = [raw[blob + offsets[i]:blob + offsets[i + 1]] for i in range(n)]
-    return None, TokenizerData({v: k for k, v in PRETOK.items()}[kind], tokens, [0] * n, eot)
 
 
 TIMING = re.compile(r"timing: prompt (\d+) tokens ([0-9.]+) tok/s, generated (\d+) tokens ([0-9.]+) tok/s")
