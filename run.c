@@ -622,14 +622,17 @@ static float *forward(Transformer *t, const uint32_t *tokens, int T, int pos, in
     return s->logits;
 }
 
+/* Tokens in the forward() block that starts at pos when the input ends at end. */
+static int block_at(const Transformer *t, long pos, long end) {
+    return end - pos < t->state.block ? (int)(end - pos) : t->state.block;
+}
+
 /* The tokens ids[0..n) at positions 0..n-1 through forward() in blocks (the prompt's prefill);
  * returns the last position's logits. */
 static float *prefill(Transformer *t, const uint32_t *ids, long n) {
     float *logits = NULL;
-    for (long pos = 0; pos < n; pos += t->state.block) {
-        int T = n - pos < t->state.block ? (int)(n - pos) : t->state.block;
-        logits = forward(t, ids + pos, T, (int)pos, 0);
-    }
+    for (long pos = 0; pos < n; pos += t->state.block)
+        logits = forward(t, ids + pos, block_at(t, pos, n), (int)pos, 0);
     return logits;
 }
 
@@ -841,6 +844,30 @@ static double now_seconds(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* Output files appear under their name only when complete: written to PATH.tmpPID, renamed. */
+typedef struct {
+    FILE *f;
+    char *tmp;
+    const char *path;
+} OutFile;
+
+static OutFile create_or_die(const char *path) {
+    size_t tmp_len = strlen(path) + 16;
+    OutFile o = {NULL, malloc_or_die(tmp_len, "path"), path};
+    snprintf(o.tmp, tmp_len, "%s.tmp%d", path, (int)getpid());
+    o.f = fopen(o.tmp, "wb");
+    if (!o.f) die("cannot create '%s': %s", o.tmp, strerror(errno));
+    return o;
+}
+
+static void commit_or_die(OutFile *o) {
+    if (ferror(o->f) | (fclose(o->f) != 0) || rename(o->tmp, o->path) != 0) {
+        remove(o->tmp);
+        die("cannot write '%s': %s", o->path, strerror(errno));
+    }
+    free(o->tmp);
+}
+
 static uint32_t *encode_or_die(Transformer *t, const uint8_t *text, size_t len, long *n_ids) {
     uint32_t *ids = NULL;
     size_t cap = 0;
@@ -926,26 +953,13 @@ static void write_logits(Transformer *t, const uint8_t *text, size_t len, const 
     if (n > t->config.n_ctx)
         die("the prompt is %ld tokens, longer than the model's context of %d tokens", n,
             t->config.n_ctx);
-    size_t tmp_len = strlen(path) + 16;
-    char *tmp = malloc_or_die(tmp_len, "path");
-    snprintf(tmp, tmp_len, "%s.tmp%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) die("cannot create '%s': %s", tmp, strerror(errno));
+    OutFile out = create_or_die(path);
     for (long pos = 0; pos < n; pos += t->state.block) {
-        int T = n - pos < t->state.block ? (int)(n - pos) : t->state.block;
+        int T = block_at(t, pos, n);
         const float *logits = forward(t, ids + pos, T, (int)pos, 1);
-        size_t count = (size_t)T * (size_t)t->config.vocab_size;
-        if (fwrite(logits, sizeof(float), count, f) != count) {
-            fclose(f);
-            remove(tmp);
-            die("cannot write '%s': %s", tmp, strerror(errno));
-        }
+        fwrite(logits, sizeof(float), (size_t)T * (size_t)t->config.vocab_size, out.f);
     }
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
-        remove(tmp);
-        die("cannot write '%s': %s", path, strerror(errno));
-    }
-    free(tmp);
+    commit_or_die(&out); /* a short write shows up in ferror there */
     free(ids);
 }
 
@@ -1072,11 +1086,8 @@ static void write_attention(Transformer *t, const uint8_t *text, size_t len, con
     s->att_record = malloc_or_die((size_t)c->n_layer * c->n_head * n * n * sizeof(float), "attention");
     prefill(t, ids, n);
 
-    size_t tmp_len = strlen(path) + 16;
-    char *tmp = malloc_or_die(tmp_len, "path");
-    snprintf(tmp, tmp_len, "%s.tmp%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) die("cannot create '%s': %s", tmp, strerror(errno));
+    OutFile out = create_or_die(path);
+    FILE *f = out.f;
     fputs(attention_page_head, f);
     fprintf(f, "{\"n_layer\": %d, \"n_head\": %d, \"model\": ", c->n_layer, c->n_head);
     json_label(f, (const uint8_t *)model_path, strlen(model_path));
@@ -1105,12 +1116,8 @@ static void write_attention(Transformer *t, const uint8_t *text, size_t len, con
     }
     fputs("]}", f);
     fputs(attention_page_tail, f);
-    if (ferror(f) | (fclose(f) != 0) || rename(tmp, path) != 0) {
-        remove(tmp);
-        die("cannot write '%s': %s", path, strerror(errno));
-    }
+    commit_or_die(&out);
     fprintf(stderr, "wrote %s: %ld tokens, %d layers x %d heads\n", path, n, c->n_layer, c->n_head);
-    free(tmp);
     free(s->att_record);
     s->att_record = NULL;
     free(ids);
@@ -1141,9 +1148,11 @@ static void perplexity(Transformer *t, const uint8_t *text, size_t len) {
         /* inputs ids[begin .. end), each predicting the next token */
         long end = begin + c->n_ctx < n - 1 ? begin + c->n_ctx : n - 1;
         for (long chunk = begin; chunk < end; chunk += t->state.block) {
-            int T = end - chunk < t->state.block ? (int)(end - chunk) : t->state.block;
-            const float *all = forward(t, ids + chunk, T, (int)(chunk - begin), 1);
-            for (int i = 0; i < T; i++) {
+            int T = block_at(t, chunk, end);
+            /* a block whose targets the previous window scored only fills the cache */
+            int scores = chunk + T + 1 > scored_to;
+            const float *all = forward(t, ids + chunk, T, (int)(chunk - begin), scores);
+            for (int i = 0; scores && i < T; i++) {
                 long target = chunk + i + 1;
                 if (target < scored_to) continue; /* predicted by the previous window */
                 const float *logits = all + (size_t)i * c->vocab_size;
