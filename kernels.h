@@ -3,7 +3,7 @@
  * One entry point, matmul(): out (T, d) = x (T, n) @ W^T + bias for a weight matrix W (d, n)
  * stored as float32 or as q8_0 (model.h). T = 1 is the decode step, bound by memory bandwidth:
  * a matrix-vector product split over output rows. T > 1 is prompt prefill, bound by arithmetic:
- * tiles of 4 rows x 4 tokens whose 16 dot products share every load.
+ * tiles of 12 rows x 32 tokens (AVX-512) whose 384 products share every load.
  *
  * Instruction sets are chosen at compile time (-march=native): AVX-512 (with VNNI for int8),
  * AVX2 + FMA (with AVX-VNNI when present), NEON (with sdot when present), else portable C.
@@ -56,14 +56,15 @@ typedef struct {
     const float *scale; /* (rows, cols / 32) */
 } Matrix;
 
-/* Scratch for q8_0 products, allocated once (no allocation per token). */
+/* Scratch for matmul(), allocated once (no allocation per token). */
 typedef struct {
+    float *xt;    /* (n, T rounded up to 32) float32 activations transposed, for prefill tiles */
     int8_t *q;    /* (T, n) activations quantized for q8_0 products */
     float *scale; /* (T, n / 32) */
     int threads;
     uint8_t *xu;  /* (T rounded up to 16, n) activation quants + 128, for AMX */
     uint8_t *packed; /* (threads, 16 * n) weight rows in AMX's VNNI order, plus per-group terms */
-} QuantScratch;
+} MatmulScratch;
 
 /* ---- float32 ------------------------------------------------------------------------- */
 
@@ -122,50 +123,38 @@ static inline float dot_f32(const float *a, const float *b, int n) {
 }
 
 #if defined(__AVX512F__)
-/* 4 tokens x 4 rows of W: 16 dot products of length n sharing every load. The accumulators
- * are 16 named variables, not an array, so that they stay in registers. */
-#define TILE_STEP(LOAD)                                                                     \
-    do {                                                                                    \
-        __m512 w0 = LOAD(wr + k), w1 = LOAD(wr + n + k), w2 = LOAD(wr + 2 * (size_t)n + k), \
-               w3 = LOAD(wr + 3 * (size_t)n + k), xv = LOAD(x + k);                          \
-        c00 = _mm512_fmadd_ps(xv, w0, c00); c01 = _mm512_fmadd_ps(xv, w1, c01);             \
-        c02 = _mm512_fmadd_ps(xv, w2, c02); c03 = _mm512_fmadd_ps(xv, w3, c03);             \
-        xv = LOAD(x + n + k);                                                               \
-        c10 = _mm512_fmadd_ps(xv, w0, c10); c11 = _mm512_fmadd_ps(xv, w1, c11);             \
-        c12 = _mm512_fmadd_ps(xv, w2, c12); c13 = _mm512_fmadd_ps(xv, w3, c13);             \
-        xv = LOAD(x + 2 * (size_t)n + k);                                                   \
-        c20 = _mm512_fmadd_ps(xv, w0, c20); c21 = _mm512_fmadd_ps(xv, w1, c21);             \
-        c22 = _mm512_fmadd_ps(xv, w2, c22); c23 = _mm512_fmadd_ps(xv, w3, c23);             \
-        xv = LOAD(x + 3 * (size_t)n + k);                                                   \
-        c30 = _mm512_fmadd_ps(xv, w0, c30); c31 = _mm512_fmadd_ps(xv, w1, c31);             \
-        c32 = _mm512_fmadd_ps(xv, w2, c32); c33 = _mm512_fmadd_ps(xv, w3, c33);             \
-    } while (0)
-
-static inline void tile4x4_f32(float *out, int ldo, const float *x, const float *wr, int n,
-                               const float *bias) {
-    __m512 c00 = _mm512_setzero_ps(), c01 = c00, c02 = c00, c03 = c00, c10 = c00, c11 = c00,
-           c12 = c00, c13 = c00, c20 = c00, c21 = c00, c22 = c00, c23 = c00, c30 = c00,
-           c31 = c00, c32 = c00, c33 = c00;
-    int k = 0;
-    for (; k + 16 <= n; k += 16) TILE_STEP(_mm512_loadu_ps);
-    if (k < n) { /* masked tail: any width works */
-        __mmask16 m = (__mmask16)((1u << (n - k)) - 1);
-#define MASKED_LOAD(p) _mm512_maskz_loadu_ps(m, p)
-        TILE_STEP(MASKED_LOAD);
-#undef MASKED_LOAD
+/* Prefill, float32: a tile of 12 rows of W x 32 tokens in outer-product form. The tokens come
+ * transposed, xt (n, 32), so step k loads x[t0..t0+31][k] as two
+ * vectors and multiplies them by w[r][k] broadcast, for each of the 12 rows: 24 FMAs into 24
+ * accumulators (named variables, so that they stay in registers), no horizontal sums.
+ * Each output is summed over k in order, then the bias is added. */
+#define TILE_ROWS 12
+#define TILE_TOKENS 32
+#define ROWS12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+static inline void tile12x32_f32(float *out, int ldo, const float *xt, const float *w, int n,
+                                 const float *bias, int tokens) {
+#define DECLARE(r) __m512 lo##r = _mm512_setzero_ps(), hi##r = lo##r;
+    ROWS12(DECLARE)
+#undef DECLARE
+    for (int k = 0; k < n; k++) {
+        __m512 xlo = _mm512_load_ps(xt + (size_t)k * TILE_TOKENS), xhi = _mm512_load_ps(xt + (size_t)k * TILE_TOKENS + 16);
+#define STEP(r)                                                 \
+    {                                                           \
+        __m512 wv = _mm512_set1_ps(w[(size_t)(r) * n + k]);     \
+        lo##r = _mm512_fmadd_ps(xlo, wv, lo##r);                \
+        hi##r = _mm512_fmadd_ps(xhi, wv, hi##r);                \
     }
-    float b0 = bias ? bias[0] : 0.0f, b1 = bias ? bias[1] : 0.0f, b2 = bias ? bias[2] : 0.0f,
-          b3 = bias ? bias[3] : 0.0f;
-    float *o0 = out, *o1 = out + ldo, *o2 = out + 2 * (size_t)ldo, *o3 = out + 3 * (size_t)ldo;
-    o0[0] = _mm512_reduce_add_ps(c00) + b0; o0[1] = _mm512_reduce_add_ps(c01) + b1;
-    o0[2] = _mm512_reduce_add_ps(c02) + b2; o0[3] = _mm512_reduce_add_ps(c03) + b3;
-    o1[0] = _mm512_reduce_add_ps(c10) + b0; o1[1] = _mm512_reduce_add_ps(c11) + b1;
-    o1[2] = _mm512_reduce_add_ps(c12) + b2; o1[3] = _mm512_reduce_add_ps(c13) + b3;
-    o2[0] = _mm512_reduce_add_ps(c20) + b0; o2[1] = _mm512_reduce_add_ps(c21) + b1;
-    o2[2] = _mm512_reduce_add_ps(c22) + b2; o2[3] = _mm512_reduce_add_ps(c23) + b3;
-    o3[0] = _mm512_reduce_add_ps(c30) + b0; o3[1] = _mm512_reduce_add_ps(c31) + b1;
-    o3[2] = _mm512_reduce_add_ps(c32) + b2; o3[3] = _mm512_reduce_add_ps(c33) + b3;
+        ROWS12(STEP)
+#undef STEP
+    }
+    float sums[TILE_ROWS][TILE_TOKENS]; /* (row, token): transposed back on the way out */
+#define STORE(r) _mm512_storeu_ps(sums[r], lo##r); _mm512_storeu_ps(sums[r] + 16, hi##r);
+    ROWS12(STORE)
+#undef STORE
+    for (int t = 0; t < tokens; t++)
+        for (int r = 0; r < TILE_ROWS; r++) out[(size_t)t * ldo + r] = sums[r][t] + (bias ? bias[r] : 0.0f);
 }
+#undef ROWS12
 
 /* GELU's tanh form as x * sigmoid(2y), y = sqrt(2/pi) (x + 0.044715 x^3), since
  * 0.5 (1 + tanh y) = 1 / (1 + exp(-2y)); exp by range reduction to |r| <= ln2/2 and a degree-6
@@ -197,7 +186,6 @@ static inline void gelu_tanh_avx512(float *x, int n) {
         x[i] = 0.5f * v * (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));
     }
 }
-#undef TILE_STEP
 #endif
 
 /* out (hs) = sum over keys t < n of att[t] * values[t] (each of hs floats, rows hs apart):
@@ -376,7 +364,7 @@ static inline float matrix_row_dot(Matrix w, int row, const float *x, const int8
  * are quantized the same way (per token, one scale per 32) and the products are integer, on
  * every path, so all paths compute the same thing up to float summation order. */
 static void matmul(float *out, const float *x, Matrix w, const float *bias, int T, int n, int d,
-                   QuantScratch *scratch) {
+                   MatmulScratch *scratch) {
     const int8_t *xq = NULL;
     const float *xs = NULL;
     if (!w.f32) { /* quantize the activations once for all rows */
@@ -425,16 +413,32 @@ static void matmul(float *out, const float *x, Matrix w, const float *bias, int 
         }
     }
 #endif
-    /* prefill: blocks of 4 rows; each block is used for every token while it sits in cache */
+#if defined(__AVX512F__)
+    if (w.f32 && d >= TILE_ROWS && scratch->xt) {
+        /* transpose the tokens to xt: per tile of 32 tokens, (n, 32), zero-padded past T, so
+         * that a tile's inputs are read as one sequential stream */
+        int tiles = (T + TILE_TOKENS - 1) / TILE_TOKENS, k;
+        float *xt = scratch->xt;
+#pragma omp parallel for schedule(static)
+        for (k = 0; k < n; k++)
+            for (int t = 0; t < tiles * TILE_TOKENS; t++)
+                xt[((size_t)(t / TILE_TOKENS) * n + k) * TILE_TOKENS + t % TILE_TOKENS] =
+                    t < T ? x[(size_t)t * n + k] : 0.0f;
+        done_rows = d / TILE_ROWS * TILE_ROWS;
+        /* each block of rows is used for every token tile while it sits in cache */
+#pragma omp parallel for schedule(dynamic, 1)
+        for (i = 0; i < d / TILE_ROWS; i++)
+            for (int t0 = 0; t0 < T; t0 += TILE_TOKENS)
+                tile12x32_f32(out + (size_t)t0 * d + TILE_ROWS * i, d, xt + (size_t)t0 * n,
+                              w.f32 + (size_t)TILE_ROWS * i * n, n, bias ? bias + TILE_ROWS * i : NULL,
+                              T - t0 < TILE_TOKENS ? T - t0 : TILE_TOKENS);
+    }
+#endif
+    /* prefill without tiles (other instruction sets, and the rows left over): blocks of 4 rows,
+     * each used for every token while it sits in cache */
 #pragma omp parallel for schedule(dynamic, 4)
     for (i = done_rows / 4; i < (d + 3) / 4; i++) {
         int r0 = 4 * i, rows = d - r0 < 4 ? d - r0 : 4, t = 0;
-#if defined(__AVX512F__)
-        if (w.f32 && rows == 4)
-            for (; t + 4 <= T; t += 4)
-                tile4x4_f32(out + (size_t)t * d + r0, d, x + (size_t)t * n, w.f32 + (size_t)r0 * n, n,
-                            bias ? bias + r0 : NULL);
-#endif
         for (; t < T; t++)
             for (int r = r0; r < r0 + rows; r++)
                 out[(size_t)t * d + r] = matrix_row_dot(w, r, x + (size_t)t * n,

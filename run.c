@@ -106,7 +106,7 @@ typedef struct {
     float *att;      /* (block, n_head, n_ctx) attention weights of each position and head */
     float *hb;       /* (block, n_hidden) feed-forward hidden activations */
     float *logits;   /* (block, vocab_size) scores of the next token */
-    QuantScratch xq; /* (block, max(n_embd, n_hidden)) activations quantized for q8_0 */
+    MatmulScratch mm; /* matmul()'s buffers, sized for block tokens */
     float *key_cache;   /* (layer, n_head, n_ctx, head_size) */
     float *value_cache; /* (layer, n_head, n_ctx, head_size) */
     float *att_record;  /* (layer, n_head, T, T) attention weights kept for --attention, or NULL */
@@ -346,21 +346,28 @@ static void build_state(RunState *s, const Config *c) {
     s->att = malloc_or_die(B * (size_t)c->n_head * (size_t)c->n_ctx * sizeof(float), "att");
     s->hb = malloc_or_die(B * H * sizeof(float), "hb");
     s->logits = malloc_or_die(B * (size_t)c->vocab_size * sizeof(float), "logits");
-    s->xq.q = malloc_or_die(B * (C > H ? C : H), "quantized activations");
-    s->xq.scale = malloc_or_die(B * (C > H ? C : H) / Q8_GROUP * sizeof(float) + 4, "scales");
+    s->mm.q = malloc_or_die(B * (C > H ? C : H), "quantized activations");
+    s->mm.scale = malloc_or_die(B * (C > H ? C : H) / Q8_GROUP * sizeof(float) + 4, "scales");
 #ifdef _OPENMP
-    s->xq.threads = omp_get_max_threads();
+    s->mm.threads = omp_get_max_threads();
 #else
-    s->xq.threads = 1;
+    s->mm.threads = 1;
+#endif
+#if defined(__AVX512F__)
+    if (c->weight_type == WT_F32 && B > 1) { /* float32 prefill tiles take the tokens transposed */
+        size_t n = C > H ? C : H, T32 = (B + TILE_TOKENS - 1) / TILE_TOKENS * TILE_TOKENS;
+        s->mm.xt = aligned_alloc(64, n * T32 * sizeof(float));
+        if (!s->mm.xt) die("out of memory for the prefill buffer");
+    }
 #endif
     if (c->weight_type == WT_Q8_0) {
 #ifdef AMX_PREFILL
         size_t n = C > H ? C : H;
-        s->xq.q = realloc(s->xq.q, (B + 15) / 16 * 16 * n);
-        s->xq.scale = realloc(s->xq.scale, (B + 15) / 16 * 16 * n / Q8_GROUP * sizeof(float) + 4);
-        s->xq.xu = malloc_or_die((B + 15) / 16 * 16 * n, "activations");
-        s->xq.packed = aligned_alloc(64, (size_t)s->xq.threads * (16 * n + n / Q8_GROUP * 128));
-        if (!s->xq.q || !s->xq.scale || !s->xq.packed) die("out of memory for the q8_0 buffers");
+        s->mm.q = realloc(s->mm.q, (B + 15) / 16 * 16 * n);
+        s->mm.scale = realloc(s->mm.scale, (B + 15) / 16 * 16 * n / Q8_GROUP * sizeof(float) + 4);
+        s->mm.xu = malloc_or_die((B + 15) / 16 * 16 * n, "activations");
+        s->mm.packed = aligned_alloc(64, (size_t)s->mm.threads * (16 * n + n / Q8_GROUP * 128));
+        if (!s->mm.q || !s->mm.scale || !s->mm.packed) die("out of memory for the q8_0 buffers");
 #endif
     }
     s->key_cache = malloc_or_die((size_t)cache, "key cache");
@@ -369,8 +376,8 @@ static void build_state(RunState *s, const Config *c) {
 
 static void free_state(RunState *s) {
     free(s->x); free(s->xb); free(s->xb2); free(s->qkv); free(s->att); free(s->hb);
-    free(s->logits); free(s->xq.q); free(s->xq.scale); free(s->xq.xu);
-    free(s->xq.packed);
+    free(s->logits); free(s->mm.q); free(s->mm.scale); free(s->mm.xu);
+    free(s->mm.packed); free(s->mm.xt);
     free(s->key_cache); free(s->value_cache);
 }
 
@@ -477,7 +484,7 @@ static Matrix layer_matrix(Matrix m, int layer, size_t rows, size_t cols) {
  * (a matrix-vector product split over rows when T = 1, cache-blocked tiles when T > 1). */
 static void linear(RunState *s, float *out, const float *x, Matrix w, const float *bias, int T,
                    int n, int d) {
-    matmul(out, x, w, bias, T, n, d, &s->xq);
+    matmul(out, x, w, bias, T, n, d, &s->mm);
 }
 
 /* In-place softmax: subtract the max for stability, exponentiate, normalise. */
