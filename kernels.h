@@ -54,16 +54,16 @@ typedef struct {
     const float *f32;   /* (rows, cols), NULL when quantized */
     const int8_t *q;    /* (rows, cols) */
     const float *scale; /* (rows, cols / 32) */
+    /* the same q8_0 weights rearranged for AMX when the model was loaded (amx_pack), or NULL */
+    const int8_t *tiles;      /* (rows / 16, cols / 32, 512) */
+    const float *tile_scale;  /* (rows / 16, cols / 32, 16) */
 } Matrix;
 
 /* Scratch for matmul(), allocated once (no allocation per token). */
 typedef struct {
     float *xt;    /* (n, T rounded up to 32) float32 activations transposed, for prefill tiles */
-    int8_t *q;    /* (T, n) activations quantized for q8_0 products */
-    float *scale; /* (T, n / 32) */
-    int threads;
-    uint8_t *xu;  /* (T rounded up to 16, n) activation quants + 128, for AMX */
-    uint8_t *packed; /* (threads, 16 * n) weight rows in AMX's VNNI order, plus per-group terms */
+    int8_t *q;    /* (T, n) activations quantized for q8_0 products; for AMX (T / 16, n / 32, 16, 32) */
+    float *scale; /* (T, n / 32); for AMX (T / 16, n / 32, 16) */
 } MatmulScratch;
 
 /* ---- float32 ------------------------------------------------------------------------- */
@@ -298,52 +298,84 @@ static int amx_available(void) {
     return state == 1;
 }
 
-/* Tile 0: C, 16 tokens x 16 rows of int32. Tile 1: A, 16 tokens x 32 activation bytes (one
- * group). Tile 2: B, one group of 16 weight rows in VNNI order: 8 rows of 16 x 4 bytes. */
+/* Rearrange q8_0 weights (rows, n), rows a multiple of 16, for AMX, once at load: per block of
+ * 16 rows and group of 32 columns, the B operand of a tile product in "VNNI" order, 8 lines of
+ * 64 bytes where bytes 4r..4r+3 of line j are w[r][4j..4j+3]; and the 16 rows' scales. */
+static void amx_pack(int8_t *tiles, float *tile_scale, const int8_t *q, const float *scale,
+                     size_t rows, int n) {
+    int nb = n / 32;
+    long block;
+#pragma omp parallel for schedule(static)
+    for (block = 0; block < (long)(rows / 16); block++)
+        for (int b = 0; b < nb; b++) {
+            int8_t *dst = tiles + ((size_t)block * nb + b) * 512;
+            for (int r = 0; r < 16; r++) {
+                size_t row = (size_t)block * 16 + r;
+                for (int j = 0; j < 8; j++) memcpy(dst + j * 64 + r * 4, q + row * n + b * 32 + j * 4, 4);
+                tile_scale[((size_t)block * nb + b) * 16 + r] = scale[row * nb + b];
+            }
+        }
+}
+
+/* Tiles 0 and 1: C, 16 tokens x 16 rows of int32 sums over one group each. Tiles 2 and 4: A,
+ * 16 tokens x 32 activation quants. Tiles 3 and 5: B, 16 rows x 32 weight quants (VNNI). Two
+ * groups are in flight at a time. */
 static void amx_configure(void) {
     struct { uint8_t palette, start_row, reserved[14]; uint16_t colsb[16]; uint8_t rows[16]; } cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.palette = 1;
-    cfg.rows[0] = 16; cfg.colsb[0] = 64;
-    cfg.rows[1] = 16; cfg.colsb[1] = 32;
-    cfg.rows[2] = 8;  cfg.colsb[2] = 64;
+    for (int i = 0; i < 2; i++) {
+        cfg.rows[i] = 16;     cfg.colsb[i] = 64;     /* C */
+        cfg.rows[2 + 2 * i] = 16; cfg.colsb[2 + 2 * i] = 32; /* A */
+        cfg.rows[3 + 2 * i] = 8;  cfg.colsb[3 + 2 * i] = 64; /* B */
+    }
     _tile_loadconfig(&cfg);
 }
 
-/* out rows r0..r0+15 for T16 tokens (a multiple of 16; outputs past T are dropped).
- * xu: (T16, n) activation quants + 128 as unsigned bytes, xs: their scales (T16, n/32).
- * dpbusd multiplies unsigned by signed bytes, so sum (x+128) w = sum x w + 128 sum w: the
- * second term, per row and group, is subtracted again (corr). */
-static void amx_rows16(float *out, int d, const float *bias, const uint8_t *xu, const float *xs,
-                       Matrix w, int r0, int T, int T16, int n, uint8_t *packed, int32_t *corr,
-                       float *wscale) {
+/* acc[t] += sums[t] (16 rows' int32 sums of one group) x row scales x token t's scale */
+static inline void amx_scale_add(__m512 acc[16], int32_t sums[16][16], const float *ws, const float *xs) {
+    __m512 w = _mm512_loadu_ps(ws);
+    for (int t = 0; t < 16; t++)
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(sums[t])),
+                                 _mm512_mul_ps(w, _mm512_set1_ps(xs[t])), acc[t]);
+}
+
+/* out rows r0..r0+15 for all T tokens. xa, xs: the activations' quants and scales in AMX order
+ * (T / 16, nb, 16, 32) and (T / 16, nb, 16), zero past T. tdpbssd multiplies signed bytes
+ * by signed bytes, four products to each int32. */
+static void amx_rows16(float *out, int d, const float *bias, const int8_t *xa, const float *xs,
+                       Matrix w, int r0, int T, int n) {
     int nb = n / 32;
-    for (int b = 0; b < nb; b++) /* pack the 16 rows group by group into VNNI order */
-        for (int r = 0; r < 16; r++) {
-            const int8_t *src = w.q + (size_t)(r0 + r) * n + b * 32;
-            int32_t sum = 0;
-            for (int k = 0; k < 32; k++) sum += src[k];
-            for (int k4 = 0; k4 < 8; k4++) memcpy(packed + (size_t)b * 512 + k4 * 64 + r * 4, src + k4 * 4, 4);
-            corr[b * 16 + r] = 128 * sum;
-            wscale[b * 16 + r] = w.scale[(size_t)(r0 + r) * nb + b];
-        }
-    int32_t c[16][16];
-    for (int t0 = 0; t0 < T16; t0 += 16) {
+    const int8_t *wt = w.tiles + (size_t)(r0 / 16) * nb * 512;
+    const float *ws = w.tile_scale + (size_t)(r0 / 16) * nb * 16;
+    int32_t sums[2][16][16] __attribute__((aligned(64)));
+    for (int t0 = 0; t0 < T; t0 += 16) {
+        const int8_t *a = xa + (size_t)(t0 / 16) * nb * 512;
+        const float *as = xs + (size_t)(t0 / 16) * nb * 16;
         __m512 acc[16];
         for (int t = 0; t < 16; t++) acc[t] = _mm512_setzero_ps();
-        for (int b = 0; b < nb; b++) {
+        int b = 0;
+        for (; b + 2 <= nb; b += 2) {
             _tile_zero(0);
-            _tile_loadd(1, xu + (size_t)t0 * n + b * 32, n);
-            _tile_loadd(2, packed + (size_t)b * 512, 64);
-            _tile_dpbusd(0, 1, 2);
-            _tile_stored(0, c, 64);
-            __m512i cv = _mm512_loadu_si512(corr + b * 16);
-            __m512 sw = _mm512_loadu_ps(wscale + b * 16);
-            for (int t = 0; t < 16; t++) {
-                __m512 dots = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_loadu_si512(c[t]), cv));
-                __m512 scale = _mm512_mul_ps(sw, _mm512_set1_ps(xs[(size_t)(t0 + t) * nb + b]));
-                acc[t] = _mm512_fmadd_ps(dots, scale, acc[t]);
-            }
+            _tile_zero(1);
+            _tile_loadd(2, a + (size_t)b * 512, 32);
+            _tile_loadd(3, wt + (size_t)b * 512, 64);
+            _tile_loadd(4, a + (size_t)(b + 1) * 512, 32);
+            _tile_loadd(5, wt + (size_t)(b + 1) * 512, 64);
+            _tile_dpbssd(0, 2, 3);
+            _tile_dpbssd(1, 4, 5);
+            _tile_stored(0, sums[0], 64);
+            _tile_stored(1, sums[1], 64);
+            amx_scale_add(acc, sums[0], ws + b * 16, as + b * 16);
+            amx_scale_add(acc, sums[1], ws + (b + 1) * 16, as + (b + 1) * 16);
+        }
+        if (b < nb) { /* an odd number of groups */
+            _tile_zero(0);
+            _tile_loadd(2, a + (size_t)b * 512, 32);
+            _tile_loadd(3, wt + (size_t)b * 512, 64);
+            _tile_dpbssd(0, 2, 3);
+            _tile_stored(0, sums[0], 64);
+            amx_scale_add(acc, sums[0], ws + b * 16, as + b * 16);
         }
         __m512 bv = bias ? _mm512_loadu_ps(bias + r0) : _mm512_setzero_ps();
         for (int t = 0; t < 16 && t0 + t < T; t++)
@@ -367,6 +399,31 @@ static void matmul(float *out, const float *x, Matrix w, const float *bias, int 
                    MatmulScratch *scratch) {
     const int8_t *xq = NULL;
     const float *xs = NULL;
+    int i, done_rows = 0;
+#ifdef AMX_PREFILL
+    if (T > 1 && w.tiles) { /* quantize the activations straight into AMX order */
+        int nb = n / 32, T16 = (T + 15) / 16 * 16, t;
+#pragma omp parallel for schedule(static)
+        for (t = 0; t < T16; t++)
+            for (int b = 0; b < nb; b++) {
+                size_t at = ((size_t)(t / 16) * nb + b) * 16 + t % 16;
+                if (t < T) quantize_q8(scratch->q + at * 32, scratch->scale + at, x + (size_t)t * n + b * 32, 32);
+                else { memset(scratch->q + at * 32, 0, 32); scratch->scale[at] = 0.0f; }
+            }
+        done_rows = d / 16 * 16;
+#pragma omp parallel
+        {
+            amx_configure();
+            int block;
+#pragma omp for schedule(dynamic, 1)
+            for (block = 0; block < d / 16; block++)
+                amx_rows16(out, d, bias, scratch->q, scratch->scale, w, 16 * block, T, n);
+            _tile_release();
+        }
+        if (done_rows == d) return;
+        w.tiles = NULL; /* the rows left over go the common way, below */
+    }
+#endif
     if (!w.f32) { /* quantize the activations once for all rows */
         int t;
 #pragma omp parallel for schedule(static) if (T > 1)
@@ -376,43 +433,11 @@ static void matmul(float *out, const float *x, Matrix w, const float *bias, int 
         xq = scratch->q;
         xs = scratch->scale;
     }
-    int i;
     if (T == 1) { /* decode: one pass over W, rows split between threads */
 #pragma omp parallel for schedule(static)
         for (i = 0; i < d; i++) out[i] = matrix_row_dot(w, i, x, xq, xs, n) + (bias ? bias[i] : 0.0f);
         return;
     }
-    int done_rows = 0;
-#ifdef AMX_PREFILL
-    if (!w.f32 && d >= 16 && scratch->xu && amx_available()) {
-        int T16 = (T + 15) / 16 * 16, nb = n / 32, t;
-#pragma omp parallel for schedule(static)
-        for (t = 0; t < T16; t++) { /* shift the quants to unsigned; pad with zeros */
-            for (int k = 0; k < n; k++)
-                scratch->xu[(size_t)t * n + k] = t < T ? (uint8_t)(scratch->q[(size_t)t * n + k] + 128) : 0;
-            if (t >= T) for (int b = 0; b < nb; b++) scratch->scale[(size_t)t * nb + b] = 0.0f;
-        }
-        done_rows = d / 16 * 16;
-#pragma omp parallel
-        {
-#ifdef _OPENMP
-            int me = omp_get_thread_num() % scratch->threads;
-#else
-            int me = 0;
-#endif
-            uint8_t *packed = scratch->packed + (size_t)me * (16 * (size_t)n + (size_t)nb * 128);
-            int32_t *corr = (int32_t *)(void *)(packed + 16 * (size_t)n);
-            float *wscale = (float *)(void *)(corr + (size_t)nb * 16);
-            amx_configure();
-            int tile;
-#pragma omp for schedule(dynamic, 1)
-            for (tile = 0; tile < d / 16; tile++)
-                amx_rows16(out, d, bias, scratch->xu, scratch->scale, w, 16 * tile, T, T16, n,
-                           packed, corr, wscale);
-            _tile_release();
-        }
-    }
-#endif
 #if defined(__AVX512F__)
     if (w.f32 && d >= TILE_ROWS && scratch->xt) {
         /* transpose the tokens to xt: per tile of 32 tokens, (n, 32), zero-padded past T, so

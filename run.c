@@ -119,6 +119,7 @@ typedef struct {
     RunState state;
     Tokenizer tokenizer;
     float *sinusoid;   /* owned (n_ctx, n_embd) table for POS_SINUSOIDAL, else NULL */
+    void *amx_copy;    /* owned: the matrices rearranged for AMX prefill (q8_0), else NULL */
     const uint8_t *data; /* the whole file, mapped */
     size_t file_size;
     int mapped;          /* data came from mmap (and must be unmapped) */
@@ -346,38 +347,23 @@ static void build_state(RunState *s, const Config *c) {
     s->att = malloc_or_die(B * (size_t)c->n_head * (size_t)c->n_ctx * sizeof(float), "att");
     s->hb = malloc_or_die(B * H * sizeof(float), "hb");
     s->logits = malloc_or_die(B * (size_t)c->vocab_size * sizeof(float), "logits");
-    s->mm.q = malloc_or_die(B * (C > H ? C : H), "quantized activations");
-    s->mm.scale = malloc_or_die(B * (C > H ? C : H) / Q8_GROUP * sizeof(float) + 4, "scales");
-#ifdef _OPENMP
-    s->mm.threads = omp_get_max_threads();
-#else
-    s->mm.threads = 1;
-#endif
+    size_t B16 = (B + 15) / 16 * 16, widest = C > H ? C : H; /* AMX takes tokens 16 at a time */
+    s->mm.q = malloc_or_die(B16 * widest, "quantized activations");
+    s->mm.scale = malloc_or_die(B16 * widest / Q8_GROUP * sizeof(float) + 4, "scales");
 #if defined(__AVX512F__)
     if (c->weight_type == WT_F32 && B > 1) { /* float32 prefill tiles take the tokens transposed */
-        size_t n = C > H ? C : H, T32 = (B + TILE_TOKENS - 1) / TILE_TOKENS * TILE_TOKENS;
-        s->mm.xt = aligned_alloc(64, n * T32 * sizeof(float));
+        size_t T32 = (B + TILE_TOKENS - 1) / TILE_TOKENS * TILE_TOKENS;
+        s->mm.xt = aligned_alloc(64, widest * T32 * sizeof(float));
         if (!s->mm.xt) die("out of memory for the prefill buffer");
     }
 #endif
-    if (c->weight_type == WT_Q8_0) {
-#ifdef AMX_PREFILL
-        size_t n = C > H ? C : H;
-        s->mm.q = realloc(s->mm.q, (B + 15) / 16 * 16 * n);
-        s->mm.scale = realloc(s->mm.scale, (B + 15) / 16 * 16 * n / Q8_GROUP * sizeof(float) + 4);
-        s->mm.xu = malloc_or_die((B + 15) / 16 * 16 * n, "activations");
-        s->mm.packed = aligned_alloc(64, (size_t)s->mm.threads * (16 * n + n / Q8_GROUP * 128));
-        if (!s->mm.q || !s->mm.scale || !s->mm.packed) die("out of memory for the q8_0 buffers");
-#endif
-    }
     s->key_cache = malloc_or_die((size_t)cache, "key cache");
     s->value_cache = malloc_or_die((size_t)cache, "value cache");
 }
 
 static void free_state(RunState *s) {
     free(s->x); free(s->xb); free(s->xb2); free(s->qkv); free(s->att); free(s->hb);
-    free(s->logits); free(s->mm.q); free(s->mm.scale); free(s->mm.xu);
-    free(s->mm.packed); free(s->mm.xt);
+    free(s->logits); free(s->mm.q); free(s->mm.scale); free(s->mm.xt);
     free(s->key_cache); free(s->value_cache);
 }
 
@@ -421,12 +407,53 @@ static void load_model(Transformer *t, const uint8_t *data, size_t size) {
 }
 
 /* What generation needs beyond the file: the sinusoid table and the run-time buffers. */
+#ifdef AMX_PREFILL
+/* With q8_0 weights and a CPU with AMX, prompts go through AMX tile products, which want the
+ * weights in their own order (kernels.h's amx_pack): a second copy of every matrix a prompt
+ * multiplies, made once here, as large as its quants and scales. Matrices of a layer have a
+ * multiple of 16 rows (q8_0 widths are multiples of 32); of the output head, the rows past
+ * the last multiple of 16 are left to the other kernels. */
+static size_t amx_values(const Config *c, const TransformerWeights *w, const TensorSpec *spec) {
+    if (!spec->matrix || (spec->matrix == &w->wte && !c->tied_head)) return 0; /* wte: a lookup */
+    return spec->layers * (spec->rows / 16 * 16) * spec->cols;
+}
+
+static void pack_for_amx(Transformer *t) {
+    const Config *c = &t->config;
+    if (c->weight_type != WT_Q8_0 || t->state.block < 2 || !amx_available()) return;
+    TensorSpec specs[32];
+    int n = tensor_list(c, &t->weights, specs);
+    size_t total = 0;
+    for (int i = 0; i < n; i++) { /* quants, then one float scale per 32 */
+        size_t values = amx_values(c, &t->weights, &specs[i]);
+        total += values + values / Q8_GROUP * sizeof(float);
+    }
+    t->amx_copy = aligned_alloc(64, (total + 63) / 64 * 64);
+    if (!t->amx_copy) die("out of memory for the AMX copy of the weights (%zu bytes)", total);
+    int8_t *at = t->amx_copy;
+    for (int i = 0; i < n; i++) {
+        size_t values = amx_values(c, &t->weights, &specs[i]);
+        if (values == 0) continue;
+        Matrix *m = specs[i].matrix;
+        m->tiles = at;
+        m->tile_scale = (const float *)(const void *)(at + values);
+        amx_pack(at, (float *)(void *)(at + values), m->q, m->scale, values / specs[i].cols,
+                 (int)specs[i].cols);
+        at += values + values / Q8_GROUP * sizeof(float);
+    }
+    if (c->tied_head) t->weights.lm_head = t->weights.wte;
+}
+#endif
+
 static void build_run(Transformer *t) {
     if (t->config.pos_kind == POS_SINUSOIDAL) {
         t->sinusoid = sinusoid_table(t->config.n_ctx, t->config.n_embd);
         t->weights.wpe = t->sinusoid;
     }
     build_state(&t->state, &t->config);
+#ifdef AMX_PREFILL
+    pack_for_amx(t);
+#endif
 }
 
 static void build_transformer(Transformer *t, const char *path) {
@@ -452,6 +479,7 @@ static void build_transformer(Transformer *t, const char *path) {
 static void free_transformer(Transformer *t) {
     free_state(&t->state);
     free(t->sinusoid);
+    free(t->amx_copy);
     tokenizer_free(&t->tokenizer);
     if (t->mapped) munmap((void *)t->data, t->file_size);
     memset(t, 0, sizeof *t);
@@ -476,8 +504,10 @@ static void layernorm(float *out, const float *x, const float *weight, const flo
 /* One layer's (rows, cols) matrix out of a stack over layers. */
 static Matrix layer_matrix(Matrix m, int layer, size_t rows, size_t cols) {
     size_t n = (size_t)layer * rows * cols;
-    if (m.f32) return (Matrix){m.f32 + n, NULL, NULL};
-    return (Matrix){NULL, m.q + n, m.scale + n / Q8_GROUP};
+    if (m.f32) return (Matrix){.f32 = m.f32 + n};
+    return (Matrix){.q = m.q + n, .scale = m.scale + n / Q8_GROUP,
+                    .tiles = m.tiles ? m.tiles + n : NULL,
+                    .tile_scale = m.tile_scale ? m.tile_scale + n / Q8_GROUP : NULL};
 }
 
 /* nn.Linear on T positions: out (T, d) = x (T, n) @ W^T + bias; the kernels are in kernels.h

@@ -184,6 +184,29 @@ class GPT(nn.Module):
                 block.attn.last_att = None
 
 
+# ---- q8_0 as run.c computes it ----------------------------------------------------------
+
+def quantize_q8_0(x: torch.Tensor) -> torch.Tensor:
+    """[.., n] -> [.., n], n a multiple of 32: x rounded as run.c quantizes a matrix product's
+    input for q8_0 weights: per 32 values, scale = max|x| / 127, quant = round-half-even(x *
+    127 / max|x|) (0 for an all-zero group), returned as quant * scale. Float32 throughout, in
+    run.c's order of operations, so the quants agree except where x itself differs."""
+    g = x.reshape(-1, 32)
+    amax = g.abs().amax(dim=1, keepdim=True)
+    inv = torch.where(amax > 0, 127.0 / amax, torch.zeros_like(amax))
+    return (torch.round(g * inv) * (amax / 127.0)).reshape(x.shape)
+
+
+def with_q8_0_activations(model: GPT) -> GPT:
+    """The model (weights already dequantized from a q8_0 file, export.read_model) computing as
+    run.c does with q8_0 weights: every nn.Linear quantizes its input with quantize_q8_0. Its
+    logits are what the C integer kernels must reproduce, up to float summation order."""
+    for m in model.modules():
+        if isinstance(m, nn.Linear):
+            m.forward = lambda x, m=m: F.linear(quantize_q8_0(x), m.weight, m.bias)
+    return model
+
+
 # ---- run.c's sampler, reproduced (see the comment above `Sampler` in run.c) -------------
 
 MASK64 = (1 << 64) - 1

@@ -12,6 +12,72 @@ static void expect_near(const char *what, double got, double want, double tol) {
     if (!ok) failures++;
 }
 
+
+/* matmul() (decode and prefill kernels, AMX tiles for q8_0 where the CPU has them) against the
+ * same product summed here in double, for shapes with ragged edges: widths of an odd number
+ * of 32-groups, row counts that leave rows over after whole tiles, token counts that end in a
+ * part tile. For q8_0 the reference quantizes the activations with the same quantize_q8, so
+ * both sides multiply identical integers and only the summation order differs. */
+static void check_matmul(int n, int d, int T, int q8) {
+    float *w = malloc(sizeof(float) * d * n), *x = malloc(sizeof(float) * T * n), *bias = malloc(sizeof(float) * d);
+    float *out = malloc(sizeof(float) * T * d), *ws = malloc(sizeof(float) * d * n / 32 + 4);
+    int8_t *wq = malloc((size_t)d * n);
+    uint64_t seed = 777 + n + d + T;
+    for (int i = 0; i < d * n; i++) w[i] = (float)(rng_uniform(&seed) * 2 - 1);
+    for (int i = 0; i < T * n; i++) x[i] = (float)(rng_uniform(&seed) * 6 - 3);
+    for (int i = 0; i < d; i++) bias[i] = (float)(rng_uniform(&seed) - 0.5);
+    Matrix m = {.f32 = w};
+    int T16 = (T + 31) / 32 * 32;
+    MatmulScratch scratch = {.xt = aligned_alloc(64, sizeof(float) * T16 * n), .q = malloc((size_t)T16 * n),
+                             .scale = malloc(sizeof(float) * T16 * n / 32 + 4)};
+    void *tiles = NULL;
+    const char *how = "float32";
+    if (q8) {
+        for (int r = 0; r < d; r++) quantize_q8(wq + (size_t)r * n, ws + r * (n / 32), w + (size_t)r * n, n);
+        m = (Matrix){.q = wq, .scale = ws};
+        how = "q8_0";
+#ifdef AMX_PREFILL
+        if (amx_available()) {
+            tiles = aligned_alloc(64, (size_t)d / 16 * 16 * n * 9 / 8 + 64);
+            amx_pack(tiles, (float *)(void *)((int8_t *)tiles + d / 16 * 16 * n), wq, ws, d / 16 * 16, n);
+            m.tiles = tiles;
+            m.tile_scale = (float *)(void *)((int8_t *)tiles + d / 16 * 16 * n);
+            how = "q8_0 with AMX tiles";
+        }
+#endif
+    }
+    for (int pass = 0; pass < 2; pass++) { /* all T tokens at once (prefill), then one by one */
+        if (pass == 0) matmul(out, x, m, bias, T, n, d, &scratch);
+        else for (int t = 0; t < T; t++) matmul(out + (size_t)t * d, x + (size_t)t * n, m, bias, 1, n, d, &scratch);
+        double worst = 0.0;
+        int8_t xq[1024];
+        float xs[32];
+        for (int t = 0; t < T; t++) {
+            if (q8) quantize_q8(xq, xs, x + (size_t)t * n, n);
+            for (int r = 0; r < d; r++) {
+                double sum = bias[r], size = fabs(bias[r]);
+                for (int i = 0; i < n; i++) {
+                    double term = q8 ? (double)wq[(size_t)r * n + i] * ws[r * (n / 32) + i / 32] * xq[i] * xs[i / 32]
+                                     : (double)w[(size_t)r * n + i] * x[(size_t)t * n + i];
+                    sum += term;
+                    size += fabs(term);
+                }
+                double err = fabs(out[(size_t)t * d + r] - sum) / size;
+                if (err > worst) worst = err;
+            }
+        }
+        char what[160];
+        snprintf(what, sizeof what, "matmul %s, n %d, d %d, %s: worst error / sum of |terms|", how, n, d,
+                 pass == 0 ? (T == 1 ? "1 token" : "prefill") : "one token at a time");
+        checks++;
+        printf("%s %s: %.2e (at most 1e-6)\n", worst <= 1e-6 ? "ok" : "not ok", what, worst);
+        if (!(worst <= 1e-6)) failures++;
+        if (T == 1) break;
+    }
+    free(w); free(x); free(bias); free(out); free(ws); free(wq); free(tiles);
+    free(scratch.xt); free(scratch.q); free(scratch.scale);
+}
+
 int main(void) {
     /* softmax([4.0, -1.0, 2.1]) = exp(x) / sum exp(x): 54.598, 0.368, 8.166 over 63.132 */
     float a[3] = {4.0f, -1.0f, 2.1f};
@@ -130,6 +196,15 @@ int main(void) {
     int zero_ok = range_ok && xs[2] == 0.0f && isfinite(got);
     printf("%s quants in [-127, 127], zero block has scale 0\n", zero_ok ? "ok" : "not ok");
     if (!zero_ok) failures++;
+
+    /* matmul() shapes: 3 and 9 groups of 32 (odd), rows 40 and 30 (not whole tiles of 16 or 12),
+     * 37 and 45 tokens (part tiles), one token (decode) */
+    int shapes[][3] = {{96, 40, 37}, {288, 48, 45}, {256, 64, 100}, {64, 30, 33}, {96, 40, 1}};
+    for (int i = 0; i < 5; i++) {
+        check_matmul(shapes[i][0], shapes[i][1], shapes[i][2], 1);
+        check_matmul(shapes[i][0], shapes[i][1], shapes[i][2], 0);
+    }
+    check_matmul(50, 30, 45, 0); /* float32 takes any width */
 
     printf("%d passed, %d failed\n", checks - failures, failures);
     return failures ? 1 : 0;
