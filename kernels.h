@@ -317,17 +317,16 @@ static void amx_pack(int8_t *tiles, float *tile_scale, const int8_t *q, const fl
         }
 }
 
-/* Tiles 0 and 1: C, 16 tokens x 16 rows of int32 sums over one group each. Tiles 2 and 4: A,
- * 16 tokens x 32 activation quants. Tiles 3 and 5: B, 16 rows x 32 weight quants (VNNI). Two
- * groups are in flight at a time. */
+/* Tiles 0 to 3: C, 16 tokens x 16 rows of int32 sums over one group each. Tiles 4 and 6: A,
+ * 16 tokens x 32 activation quants. Tiles 5 and 7: B, 16 rows x 32 weight quants (VNNI). */
 static void amx_configure(void) {
     struct { uint8_t palette, start_row, reserved[14]; uint16_t colsb[16]; uint8_t rows[16]; } cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.palette = 1;
-    for (int i = 0; i < 2; i++) {
-        cfg.rows[i] = 16;     cfg.colsb[i] = 64;     /* C */
-        cfg.rows[2 + 2 * i] = 16; cfg.colsb[2 + 2 * i] = 32; /* A */
-        cfg.rows[3 + 2 * i] = 8;  cfg.colsb[3 + 2 * i] = 64; /* B */
+    for (int i = 0; i < 4; i++) { cfg.rows[i] = 16; cfg.colsb[i] = 64; }
+    for (int i = 4; i < 8; i += 2) {
+        cfg.rows[i] = 16; cfg.colsb[i] = 32;   /* A */
+        cfg.rows[i + 1] = 8; cfg.colsb[i + 1] = 64; /* B */
     }
     _tile_loadconfig(&cfg);
 }
@@ -342,10 +341,12 @@ static inline void amx_scale_add(__m512 acc[16], int32_t sums[16][16], const flo
 
 /* out rows r0..r0+15 for all T tokens. xa, xs: the activations' quants and scales in AMX order
  * (T / 16, nb, 16, 32) and (T / 16, nb, 16), zero past T. tdpbssd multiplies signed bytes
- * by signed bytes, four products to each int32. */
+ * by signed bytes, four products to each int32. Groups go in pairs, software-pipelined: the
+ * products of the next pair (in C tiles 2, 3 or 0, 1) are under way while the sums of this
+ * pair are stored and scaled into acc, so the tile unit's latency is hidden. */
 static void amx_rows16(float *out, int d, const float *bias, const int8_t *xa, const float *xs,
                        Matrix w, int r0, int T, int n) {
-    int nb = n / 32;
+    int nb = n / 32, pairs = nb / 2;
     const int8_t *wt = w.tiles + (size_t)(r0 / 16) * nb * 512;
     const float *ws = w.tile_scale + (size_t)(r0 / 16) * nb * 16;
     int32_t sums[2][16][16] __attribute__((aligned(64)));
@@ -354,26 +355,42 @@ static void amx_rows16(float *out, int d, const float *bias, const int8_t *xa, c
         const float *as = xs + (size_t)(t0 / 16) * nb * 16;
         __m512 acc[16];
         for (int t = 0; t < 16; t++) acc[t] = _mm512_setzero_ps();
-        int b = 0;
-        for (; b + 2 <= nb; b += 2) {
-            _tile_zero(0);
-            _tile_zero(1);
-            _tile_loadd(2, a + (size_t)b * 512, 32);
-            _tile_loadd(3, wt + (size_t)b * 512, 64);
-            _tile_loadd(4, a + (size_t)(b + 1) * 512, 32);
-            _tile_loadd(5, wt + (size_t)(b + 1) * 512, 64);
-            _tile_dpbssd(0, 2, 3);
-            _tile_dpbssd(1, 4, 5);
-            _tile_stored(0, sums[0], 64);
-            _tile_stored(1, sums[1], 64);
-            amx_scale_add(acc, sums[0], ws + b * 16, as + b * 16);
-            amx_scale_add(acc, sums[1], ws + (b + 1) * 16, as + (b + 1) * 16);
+/* products of groups b and b + 1 into C tiles c0 and c1 */
+#define ISSUE(c0, c1, b)                                               \
+    do {                                                               \
+        _tile_zero(c0);                                                \
+        _tile_zero(c1);                                                \
+        _tile_loadd(4, a + (size_t)(b) * 512, 32);                     \
+        _tile_loadd(5, wt + (size_t)(b) * 512, 64);                    \
+        _tile_dpbssd(c0, 4, 5);                                        \
+        _tile_loadd(6, a + (size_t)((b) + 1) * 512, 32);               \
+        _tile_loadd(7, wt + (size_t)((b) + 1) * 512, 64);              \
+        _tile_dpbssd(c1, 6, 7);                                        \
+    } while (0)
+/* their sums, scaled, into acc */
+#define DRAIN(c0, c1, b)                                               \
+    do {                                                               \
+        _tile_stored(c0, sums[0], 64);                                 \
+        _tile_stored(c1, sums[1], 64);                                 \
+        amx_scale_add(acc, sums[0], ws + (b) * 16, as + (b) * 16);     \
+        amx_scale_add(acc, sums[1], ws + ((b) + 1) * 16, as + ((b) + 1) * 16); \
+    } while (0)
+        if (pairs > 0) ISSUE(0, 1, 0);
+        for (int p = 0; p < pairs; p += 2) {
+            if (p + 1 < pairs) ISSUE(2, 3, 2 * (p + 1));
+            DRAIN(0, 1, 2 * p);
+            if (p + 1 >= pairs) break;
+            if (p + 2 < pairs) ISSUE(0, 1, 2 * (p + 2));
+            DRAIN(2, 3, 2 * (p + 1));
         }
-        if (b < nb) { /* an odd number of groups */
+#undef ISSUE
+#undef DRAIN
+        if (nb % 2) { /* an odd number of groups: the last one alone */
+            int b = nb - 1;
             _tile_zero(0);
-            _tile_loadd(2, a + (size_t)b * 512, 32);
-            _tile_loadd(3, wt + (size_t)b * 512, 64);
-            _tile_dpbssd(0, 2, 3);
+            _tile_loadd(4, a + (size_t)b * 512, 32);
+            _tile_loadd(5, wt + (size_t)b * 512, 64);
+            _tile_dpbssd(0, 4, 5);
             _tile_stored(0, sums[0], 64);
             amx_scale_add(acc, sums[0], ws + b * 16, as + b * 16);
         }

@@ -54,9 +54,12 @@ static void die(const char *fmt, ...) {
 #endif
 }
 
+/* Zeroed memory whose pages are touched now, so that the first forward pass does not stop at
+ * a page fault for every 4 KB of the key/value cache and buffers it writes. */
 static void *malloc_or_die(size_t n, const char *what) {
     void *p = calloc(1, n ? n : 1);
     if (!p) die("out of memory allocating %zu bytes for %s", n, what);
+    memset(p, 0, n);
     return p;
 }
 
@@ -467,7 +470,8 @@ static void build_transformer(Transformer *t, const char *path) {
     if ((uint64_t)st.st_size < HEADER_SIZE)
         die("model file '%s' is %lld bytes, shorter than the %u-byte header (truncated?)", path,
             (long long)st.st_size, HEADER_SIZE);
-    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    /* MAP_POPULATE: the pages are mapped now rather than at the first read of each weight */
+    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
     close(fd);
     if (map == MAP_FAILED) die("cannot map model file '%s': %s", path, strerror(errno));
     t->mapped = 1;
@@ -527,7 +531,7 @@ static void softmax(float *x, int size) {
 }
 
 /* GELU, either GPT-2's tanh approximation or the exact erf form (nanoGPT's nn.GELU()). */
-static void gelu(float *x, int size, int kind) {
+static void gelu_span(float *x, int size, int kind) {
 #if defined(__AVX512F__)
     if (kind == GELU_TANH) { gelu_tanh_avx512(x, size); return; }
 #endif
@@ -540,8 +544,20 @@ static void gelu(float *x, int size, int kind) {
     }
 }
 
+/* Element-wise steps over a prompt's block are split between threads in spans of SPAN values;
+ * one token's (generation) stay on one thread, where starting the others would cost more. */
+#define SPAN 8192
+
+static void gelu(float *x, int size, int kind) {
+    int at;
+#pragma omp parallel for schedule(static) if (size > SPAN)
+    for (at = 0; at < size; at += SPAN) gelu_span(x + at, size - at < SPAN ? size - at : SPAN, kind);
+}
+
 static void residual_add(float *x, const float *delta, int size) {
-    for (int i = 0; i < size; i++) x[i] += delta[i];
+    int i;
+#pragma omp parallel for schedule(static) if (size > SPAN)
+    for (i = 0; i < size; i++) x[i] += delta[i];
 }
 
 static float dot(const float *a, const float *b, int n) { return dot_f32(a, b, n); }
@@ -580,7 +596,9 @@ static void embed(const Transformer *t, float *x, uint32_t token, int pos) {
 
 static void layernorm_rows(float *out, const float *x, const float *weight, const float *bias,
                            int T, int size, float eps) {
-    for (int i = 0; i < T; i++)
+    int i;
+#pragma omp parallel for schedule(static) if (T > 1)
+    for (i = 0; i < T; i++)
         layernorm(out + (size_t)i * size, x + (size_t)i * size, weight, bias, size, eps);
 }
 
