@@ -156,6 +156,49 @@ static inline void tile12x32_f32(float *out, int ldo, const float *xt, const flo
 }
 #undef ROWS12
 
+/* dst[k][t] = src[t][k] for a block of 16 x 16 floats (rows lines of src exist, the rest read
+ * as zero): pairs of lines interleaved by 1, 2, 4 and 8 floats in four rounds of shuffles. */
+static inline void transpose16x16(float *dst, size_t ld_dst, const float *src, size_t ld_src, int rows) {
+    __m512 r[16], t[16];
+    for (int i = 0; i < 16; i++) r[i] = i < rows ? _mm512_loadu_ps(src + i * ld_src) : _mm512_setzero_ps();
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int i = 0; i < 4; i++) {
+        t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+        t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xDD);
+        t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+        t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xDD);
+    }
+    for (int i = 0; i < 8; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xDD);
+    }
+    for (int i = 0; i < 16; i++) _mm512_storeu_ps(dst + i * ld_dst, r[i]);
+}
+
+/* The tokens x (T, n) transposed for tile12x32_f32: per tile of 32 tokens, (n, 32), zero past
+ * T, so that a tile's inputs are read as one sequential stream. */
+static void transpose_tokens(float *xt, const float *x, int T, int n) {
+    int blocks = n / 16, tokens16 = (T + TILE_TOKENS - 1) / TILE_TOKENS * TILE_TOKENS / 16, job;
+#pragma omp parallel for schedule(static)
+    for (job = 0; job < tokens16 * blocks; job++) {
+        int t = job / blocks * 16, k = job % blocks * 16, rows = T - t < 16 ? T - t : 16;
+        transpose16x16(xt + ((size_t)(t / TILE_TOKENS) * n + k) * TILE_TOKENS + t % TILE_TOKENS, TILE_TOKENS,
+                       rows > 0 ? x + (size_t)t * n + k : x, n, rows);
+    }
+    for (int k = blocks * 16; k < n; k++) /* a width that is not a multiple of 16 */
+        for (int t = 0; t < tokens16 * 16; t++)
+            xt[((size_t)(t / TILE_TOKENS) * n + k) * TILE_TOKENS + t % TILE_TOKENS] = t < T ? x[(size_t)t * n + k] : 0.0f;
+}
+
 /* GELU's tanh form as x * sigmoid(2y), y = sqrt(2/pi) (x + 0.044715 x^3), since
  * 0.5 (1 + tanh y) = 1 / (1 + exp(-2y)); exp by range reduction to |r| <= ln2/2 and a degree-6
  * Taylor polynomial (relative error about 1e-7), scaled by 2^k with scalef. */
@@ -457,15 +500,8 @@ static void matmul(float *out, const float *x, Matrix w, const float *bias, int 
     }
 #if defined(__AVX512F__)
     if (w.f32 && d >= TILE_ROWS && scratch->xt) {
-        /* transpose the tokens to xt: per tile of 32 tokens, (n, 32), zero-padded past T, so
-         * that a tile's inputs are read as one sequential stream */
-        int tiles = (T + TILE_TOKENS - 1) / TILE_TOKENS, k;
         float *xt = scratch->xt;
-#pragma omp parallel for schedule(static)
-        for (k = 0; k < n; k++)
-            for (int t = 0; t < tiles * TILE_TOKENS; t++)
-                xt[((size_t)(t / TILE_TOKENS) * n + k) * TILE_TOKENS + t % TILE_TOKENS] =
-                    t < T ? x[(size_t)t * n + k] : 0.0f;
+        transpose_tokens(xt, x, T, n);
         done_rows = d / TILE_ROWS * TILE_ROWS;
         /* each block of rows is used for every token tile while it sits in cache */
 #pragma omp parallel for schedule(dynamic, 1)
