@@ -199,29 +199,34 @@ static void transpose_tokens(float *xt, const float *x, int T, int n) {
             xt[((size_t)(t / TILE_TOKENS) * n + k) * TILE_TOKENS + t % TILE_TOKENS] = t < T ? x[(size_t)t * n + k] : 0.0f;
 }
 
+/* exp(z) for 16 floats, z clamped to [-87, 87]: range reduction z = k ln2 + r, |r| <= ln2/2
+ * (ln2 in two parts), a degree-6 Taylor polynomial for exp(r) (relative error about 1e-7),
+ * scaled by 2^k with scalef. */
+static inline __m512 exp_avx512(__m512 z) {
+    z = _mm512_min_ps(_mm512_max_ps(z, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(87.0f));
+    __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(z, _mm512_set1_ps(1.44269504f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693145752f), z);
+    r = _mm512_fnmadd_ps(k, _mm512_set1_ps(1.42860677e-6f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 720);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, k);
+}
+
 /* GELU's tanh form as x * sigmoid(2y), y = sqrt(2/pi) (x + 0.044715 x^3), since
- * 0.5 (1 + tanh y) = 1 / (1 + exp(-2y)); exp by range reduction to |r| <= ln2/2 and a degree-6
- * Taylor polynomial (relative error about 1e-7), scaled by 2^k with scalef. */
+ * 0.5 (1 + tanh y) = 1 / (1 + exp(-2y)). */
 static inline void gelu_tanh_avx512(float *x, int n) {
     const __m512 c = _mm512_set1_ps(0.7978845608f), a = _mm512_set1_ps(0.044715f);
     int i = 0;
     for (; i + 16 <= n; i += 16) {
         __m512 v = _mm512_loadu_ps(x + i);
         __m512 y = _mm512_mul_ps(c, _mm512_fmadd_ps(_mm512_mul_ps(a, v), _mm512_mul_ps(v, v), v));
-        __m512 z = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(y, _mm512_set1_ps(-2.0f)),
-                                               _mm512_set1_ps(-87.0f)), _mm512_set1_ps(87.0f));
-        __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(z, _mm512_set1_ps(1.44269504f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693145752f), z);
-        r = _mm512_fnmadd_ps(k, _mm512_set1_ps(1.42860677e-6f), r);
-        __m512 p = _mm512_set1_ps(1.0f / 720);
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-        __m512 e = _mm512_scalef_ps(p, k); /* exp(-2y) */
+        __m512 e = exp_avx512(_mm512_mul_ps(y, _mm512_set1_ps(-2.0f))); /* exp(-2y) */
         _mm512_storeu_ps(x + i, _mm512_div_ps(v, _mm512_add_ps(_mm512_set1_ps(1.0f), e)));
     }
     for (; i < n; i++) {
@@ -231,11 +236,59 @@ static inline void gelu_tanh_avx512(float *x, int n) {
 }
 #endif
 
+/* x[i] = exp(x[i] - max) for i < n; returns their sum (softmax's numerator and denominator). */
+static inline float exp_and_sum(float *x, int n, float max) {
+    float sum = 0.0f;
+    int i = 0;
+#if defined(__AVX512F__)
+    __m512 acc = _mm512_setzero_ps(), m = _mm512_set1_ps(max);
+    for (; i < n; i += 16) { /* masked tail */
+        __mmask16 live = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        __m512 e = exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(live, x + i), m));
+        _mm512_mask_storeu_ps(x + i, live, e);
+        acc = _mm512_add_ps(acc, _mm512_maskz_mov_ps(live, e));
+    }
+    sum = _mm512_reduce_add_ps(acc);
+#endif
+    for (; i < n; i++) { x[i] = expf(x[i] - max); sum += x[i]; }
+    return sum;
+}
+
 /* out (hs) = sum over keys t < n of att[t] * values[t] (each of hs floats, rows hs apart):
- * attention's weighted sum of values, accumulated in registers 16 lanes at a time. */
+ * attention's weighted sum of values, accumulated in registers. With AVX-512, 64 values of
+ * the head at a time (4 registers) for two keys at a time, so the FMAs do not wait on each
+ * other. */
 static inline void weighted_sum(float *out, const float *att, const float *values, int n, int hs) {
     int i = 0;
 #if defined(__AVX512F__)
+    for (; i + 64 <= hs; i += 64) {
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+        int t = 0;
+        for (; t + 2 <= n; t += 2) {
+            const float *v = values + (size_t)t * hs + i, *u = v + hs;
+            __m512 p = _mm512_set1_ps(att[t]), q = _mm512_set1_ps(att[t + 1]);
+            a0 = _mm512_fmadd_ps(p, _mm512_loadu_ps(v), a0);
+            a1 = _mm512_fmadd_ps(p, _mm512_loadu_ps(v + 16), a1);
+            a2 = _mm512_fmadd_ps(p, _mm512_loadu_ps(v + 32), a2);
+            a3 = _mm512_fmadd_ps(p, _mm512_loadu_ps(v + 48), a3);
+            b0 = _mm512_fmadd_ps(q, _mm512_loadu_ps(u), b0);
+            b1 = _mm512_fmadd_ps(q, _mm512_loadu_ps(u + 16), b1);
+            b2 = _mm512_fmadd_ps(q, _mm512_loadu_ps(u + 32), b2);
+            b3 = _mm512_fmadd_ps(q, _mm512_loadu_ps(u + 48), b3);
+        }
+        if (t < n) {
+            const float *v = values + (size_t)t * hs + i;
+            __m512 p = _mm512_set1_ps(att[t]);
+            a0 = _mm512_fmadd_ps(p, _mm512_loadu_ps(v), a0);
+            a1 = _mm512_fmadd_ps(p, _mm512_loadu_ps(v + 16), a1);
+            a2 = _mm512_fmadd_ps(p, _mm512_loadu_ps(v + 32), a2);
+            a3 = _mm512_fmadd_ps(p, _mm512_loadu_ps(v + 48), a3);
+        }
+        _mm512_storeu_ps(out + i, _mm512_add_ps(a0, b0));
+        _mm512_storeu_ps(out + i + 16, _mm512_add_ps(a1, b1));
+        _mm512_storeu_ps(out + i + 32, _mm512_add_ps(a2, b2));
+        _mm512_storeu_ps(out + i + 48, _mm512_add_ps(a3, b3));
+    }
     for (; i + 16 <= hs; i += 16) {
         __m512 acc = _mm512_setzero_ps();
         for (int t = 0; t < n; t++)

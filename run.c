@@ -525,8 +525,7 @@ static void linear(RunState *s, float *out, const float *x, Matrix w, const floa
 static void softmax(float *x, int size) {
     float max = x[0];
     for (int i = 1; i < size; i++) if (x[i] > max) max = x[i];
-    float sum = 0.0f;
-    for (int i = 0; i < size; i++) { x[i] = expf(x[i] - max); sum += x[i]; }
+    float sum = exp_and_sum(x, size, max); /* x[i] = exp(x[i] - max), kernels.h */
     for (int i = 0; i < size; i++) x[i] /= sum;
 }
 
