@@ -305,6 +305,76 @@ static inline void weighted_sum(float *out, const float *att, const float *value
     }
 }
 
+#if defined(__AVX512F__)
+/* Causal attention of nq <= 16 consecutive queries of one head, at positions p0..p0+nq-1 (a
+ * prompt's prefill), the same computation as attention_head() in run.c for each of them but
+ * with the 16 queries in the lanes of a register, so that scores need no horizontal sums:
+ *   qt (hs, 16): the queries transposed, times 1/sqrt(hs);
+ *   att (p0 + nq, 16): for each key j, the 16 queries' scores, then their softmax weights;
+ *   key j is masked (weight exactly 0) for the queries before position j.
+ * queries: nq rows ld apart; keys, values: (n_ctx, hs) of this head; out: nq rows ld_out apart.
+ * hs is a multiple of 16. */
+static void attention_queries16(float *out, int ld_out, float *att, float *qt, const float *queries,
+                                int ld, const float *keys, const float *values, int p0, int nq, int hs) {
+    float scale = 1.0f / sqrtf((float)hs);
+    for (int d = 0; d < hs; d++)
+        for (int q = 0; q < 16; q++) qt[d * 16 + q] = q < nq ? queries[(size_t)q * ld + d] * scale : 0.0f;
+    int n_keys = p0 + nq;
+    __mmask16 queries_mask = (__mmask16)((1u << nq) - 1);
+#define VISIBLE(j) (__mmask16)((j) <= p0 ? queries_mask : queries_mask & ~((1u << ((j) - p0)) - 1))
+    /* scores: 4 keys at a time share each load of qt */
+    __m512 max = _mm512_set1_ps(-INFINITY);
+    int j = 0;
+    for (; j < n_keys; j += 4) {
+        int keys_here = n_keys - j < 4 ? n_keys - j : 4;
+        const float *k0 = keys + (size_t)j * hs, *k1 = keys + (size_t)(j + (keys_here > 1)) * hs,
+                    *k2 = keys + (size_t)(j + (keys_here > 2 ? 2 : 0)) * hs,
+                    *k3 = keys + (size_t)(j + (keys_here > 3 ? 3 : 0)) * hs;
+        __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+        for (int d = 0; d < hs; d++) {
+            __m512 qv = _mm512_loadu_ps(qt + d * 16);
+            s0 = _mm512_fmadd_ps(qv, _mm512_set1_ps(k0[d]), s0);
+            s1 = _mm512_fmadd_ps(qv, _mm512_set1_ps(k1[d]), s1);
+            s2 = _mm512_fmadd_ps(qv, _mm512_set1_ps(k2[d]), s2);
+            s3 = _mm512_fmadd_ps(qv, _mm512_set1_ps(k3[d]), s3);
+        }
+        __m512 sc[4] = {s0, s1, s2, s3};
+        for (int k = 0; k < keys_here; k++) {
+            _mm512_storeu_ps(att + (size_t)(j + k) * 16, sc[k]);
+            max = _mm512_mask_max_ps(max, VISIBLE(j + k), max, sc[k]);
+        }
+    }
+    /* softmax over the keys, each query in its lane */
+    __m512 sum = _mm512_setzero_ps();
+    for (j = 0; j < n_keys; j++) {
+        __m512 e = _mm512_maskz_mov_ps(VISIBLE(j), exp_avx512(_mm512_sub_ps(_mm512_loadu_ps(att + (size_t)j * 16), max)));
+        _mm512_storeu_ps(att + (size_t)j * 16, e);
+        sum = _mm512_add_ps(sum, e);
+    }
+    sum = _mm512_mask_mov_ps(_mm512_set1_ps(1.0f), queries_mask, sum);
+    for (j = 0; j < n_keys; j++)
+        _mm512_storeu_ps(att + (size_t)j * 16, _mm512_div_ps(_mm512_loadu_ps(att + (size_t)j * 16), sum));
+#undef VISIBLE
+    /* weighted sum of values: 4 queries x 16 values of the head at a time, each query over the
+     * keys up to its own position */
+    for (int q0 = 0; q0 < nq; q0 += 4)
+        for (int d = 0; d < hs; d += 16) {
+            __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            int last = p0 + (q0 + 4 < nq ? q0 + 4 : nq); /* keys 0..last-1 */
+            for (j = 0; j < last; j++) {
+                __m512 v = _mm512_loadu_ps(values + (size_t)j * hs + d);
+                const float *w = att + (size_t)j * 16 + q0;
+                a0 = _mm512_fmadd_ps(_mm512_set1_ps(w[0]), v, a0);
+                a1 = _mm512_fmadd_ps(_mm512_set1_ps(w[1]), v, a1);
+                a2 = _mm512_fmadd_ps(_mm512_set1_ps(w[2]), v, a2);
+                a3 = _mm512_fmadd_ps(_mm512_set1_ps(w[3]), v, a3);
+            }
+            __m512 acc[4] = {a0, a1, a2, a3};
+            for (int q = q0; q < q0 + 4 && q < nq; q++) _mm512_storeu_ps(out + (size_t)q * ld_out + d, acc[q - q0]);
+        }
+}
+#endif
+
 /* ---- q8_0 ---------------------------------------------------------------------------- */
 
 /* Quantize n values (n a multiple of 32) to int8 with one scale per 32: scale = max|x| / 127,

@@ -54,12 +54,23 @@ static void die(const char *fmt, ...) {
 #endif
 }
 
-/* Zeroed memory whose pages are touched now, so that the first forward pass does not stop at
- * a page fault for every 4 KB of the key/value cache and buffers it writes. */
+/* Zeroed memory whose pages are mapped now, so that the first forward pass does not stop at
+ * a page fault for every 4 KB of the key/value cache and buffers it writes. Large buffers ask
+ * for 2 MB pages (Linux transparent huge pages), which also spares the TLB. Every page gets a
+ * volatile write: a memset of calloc'd memory is dropped by the compiler as redundant. */
+#define HUGE_PAGE ((size_t)2 << 20)
 static void *malloc_or_die(size_t n, const char *what) {
-    void *p = calloc(1, n ? n : 1);
+    void *p = NULL;
+#ifdef MADV_HUGEPAGE
+    if (n >= 2 * HUGE_PAGE && posix_memalign(&p, HUGE_PAGE, n) == 0) {
+        madvise(p, n, MADV_HUGEPAGE); /* advice only: 4 KB pages if refused */
+        memset(p, 0, n);
+        return p;
+    }
+#endif
+    p = calloc(1, n ? n : 1);
     if (!p) die("out of memory allocating %zu bytes for %s", n, what);
-    memset(p, 0, n);
+    for (size_t i = 0; i < n; i += 4096) ((volatile char *)p)[i] = 0;
     return p;
 }
 
@@ -107,6 +118,7 @@ typedef struct {
     float *xb2;      /* (block, n_embd) output of a projection, added to the residual */
     float *qkv;      /* (block, 3*n_embd) query, key and value of each position */
     float *att;      /* (block, n_head, n_ctx) attention weights of each position and head */
+    float *qt;       /* (block / 16, n_head, head_size, 16) a prompt's queries, 16 positions at a time */
     float *hb;       /* (block, n_hidden) feed-forward hidden activations */
     float *logits;   /* (block, vocab_size) scores of the next token */
     MatmulScratch mm; /* matmul()'s buffers, sized for block tokens */
@@ -347,7 +359,8 @@ static void build_state(RunState *s, const Config *c) {
     s->xb = malloc_or_die(B * C * sizeof(float), "xb");
     s->xb2 = malloc_or_die(B * C * sizeof(float), "xb2");
     s->qkv = malloc_or_die(B * 3 * C * sizeof(float), "qkv");
-    s->att = malloc_or_die(B * (size_t)c->n_head * (size_t)c->n_ctx * sizeof(float), "att");
+    s->att = malloc_or_die((B + 15) / 16 * 16 * (size_t)c->n_head * (size_t)c->n_ctx * sizeof(float), "att");
+    s->qt = malloc_or_die((B + 15) / 16 * 16 * C * sizeof(float), "queries");
     s->hb = malloc_or_die(B * H * sizeof(float), "hb");
     s->logits = malloc_or_die(B * (size_t)c->vocab_size * sizeof(float), "logits");
     size_t B16 = (B + 15) / 16 * 16, widest = C > H ? C : H; /* AMX takes tokens 16 at a time */
@@ -365,7 +378,7 @@ static void build_state(RunState *s, const Config *c) {
 }
 
 static void free_state(RunState *s) {
-    free(s->x); free(s->xb); free(s->xb2); free(s->qkv); free(s->att); free(s->hb);
+    free(s->x); free(s->xb); free(s->xb2); free(s->qkv); free(s->att); free(s->qt); free(s->hb);
     free(s->logits); free(s->mm.q); free(s->mm.scale); free(s->mm.xt);
     free(s->key_cache); free(s->value_cache);
 }
@@ -431,8 +444,7 @@ static void pack_for_amx(Transformer *t) {
         size_t values = amx_values(c, &t->weights, &specs[i]);
         total += values + values / Q8_GROUP * sizeof(float);
     }
-    t->amx_copy = aligned_alloc(64, (total + 63) / 64 * 64);
-    if (!t->amx_copy) die("out of memory for the AMX copy of the weights (%zu bytes)", total);
+    t->amx_copy = malloc_or_die(total, "the AMX copy of the weights");
     int8_t *at = t->amx_copy;
     for (int i = 0; i < n; i++) {
         size_t values = amx_values(c, &t->weights, &specs[i]);
@@ -624,17 +636,30 @@ static float *forward(Transformer *t, const uint32_t *tokens, int T, int pos, in
 
         /* store each position's key and value in the cache, head by head */
         size_t layer_cache = (size_t)l * n_head * c->n_ctx * hs;
-        for (int i = 0; i < T; i++) {
-            const float *key = s->qkv + i * C3 + C, *value = s->qkv + i * C3 + 2 * C;
-            for (int h = 0; h < n_head; h++) {
-                size_t at = layer_cache + ((size_t)h * c->n_ctx + pos + i) * hs;
-                memcpy(s->key_cache + at, key + h * hs, (size_t)hs * sizeof(float));
-                memcpy(s->value_cache + at, value + h * hs, (size_t)hs * sizeof(float));
+        int head;
+#pragma omp parallel for schedule(static) if (T > 1)
+        for (head = 0; head < n_head; head++) /* each head's rows are consecutive in the cache */
+            for (int i = 0; i < T; i++) {
+                size_t at = layer_cache + ((size_t)head * c->n_ctx + pos + i) * hs;
+                memcpy(s->key_cache + at, s->qkv + i * C3 + C + head * hs, (size_t)hs * sizeof(float));
+                memcpy(s->value_cache + at, s->qkv + i * C3 + 2 * C + head * hs, (size_t)hs * sizeof(float));
             }
-        }
 
         /* causal multi-head attention: each (position, head) writes its slice of xb */
         int job;
+#if defined(__AVX512F__)
+        if (T > 1 && hs % 16 == 0 && !s->att_record) { /* a prompt: 16 positions of a head at once */
+#pragma omp parallel for schedule(dynamic, 1)
+            for (job = 0; job < (T + 15) / 16 * n_head; job++) {
+                int i = job / n_head * 16, h = job % n_head;
+                size_t head_cache = layer_cache + (size_t)h * c->n_ctx * hs;
+                attention_queries16(s->xb + (size_t)i * C + h * hs, C, s->att + (size_t)job * 16 * c->n_ctx,
+                                    s->qt + (size_t)job * 16 * hs, s->qkv + i * C3 + h * hs, (int)C3,
+                                    s->key_cache + head_cache, s->value_cache + head_cache, pos + i,
+                                    T - i < 16 ? T - i : 16, hs); /* kernels.h */
+            }
+        } else
+#endif
 #pragma omp parallel for schedule(dynamic, 1)
         for (job = 0; job < T * n_head; job++) {
             int i = job / n_head, h = job % n_head;
