@@ -3,7 +3,9 @@
  * One entry point, matmul(): out (T, d) = x (T, n) @ W^T + bias for a weight matrix W (d, n)
  * stored as float32 or as q8_0 (model.h). T = 1 is the decode step, bound by memory bandwidth:
  * a matrix-vector product split over output rows. T > 1 is prompt prefill, bound by arithmetic:
- * tiles of 12 rows x 32 tokens (AVX-512) whose 384 products share every load.
+ * float32 in tiles of 12 rows x 32 tokens (AVX-512) whose 384 products share every load; q8_0
+ * as int8 tile products on AMX where the CPU has it (weights rearranged once at load).
+ * Also here: attention_queries16(), a prompt's causal attention 16 positions at a time.
  *
  * Instruction sets are chosen at compile time (-march=native): AVX-512 (with VNNI for int8),
  * AVX2 + FMA (with AVX-VNNI when present), NEON (with sdot when present), else portable C.

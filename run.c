@@ -585,6 +585,62 @@ static void attention_head(float *out, float *att, const float *query, const flo
     weighted_sum(out, att, values, pos + 1, head_size); /* kernels.h */
 }
 
+/* Layer l's keys and values of positions pos..pos+T-1 (from qkv) into the cache. */
+static void store_keys_values(Transformer *t, int l, int T, int pos) {
+    const Config *c = &t->config;
+    RunState *s = &t->state;
+    int C = c->n_embd, hs = c->head_size;
+    size_t C3 = 3 * (size_t)C, layer_cache = (size_t)l * c->n_head * c->n_ctx * hs;
+    int h;
+#pragma omp parallel for schedule(static) if (T > 1)
+    for (h = 0; h < c->n_head; h++) /* each head's rows are consecutive in the cache */
+        for (int i = 0; i < T; i++) {
+            size_t at = layer_cache + ((size_t)h * c->n_ctx + pos + i) * hs;
+            memcpy(s->key_cache + at, s->qkv + i * C3 + C + h * hs, (size_t)hs * sizeof(float));
+            memcpy(s->value_cache + at, s->qkv + i * C3 + 2 * C + h * hs, (size_t)hs * sizeof(float));
+        }
+}
+
+/* Causal attention of positions pos..pos+T-1 in layer l, every head: the queries in qkv, keys
+ * and values in the cache; each (position, head) writes its head_size slice of xb. A prompt
+ * with AVX-512 goes 16 positions of a head at a time (kernels.h's attention_queries16, the
+ * same computation with the positions in a register's lanes); otherwise attention_head() per
+ * (position, head), which also keeps the weights for --attention. */
+static void multi_head_attention(Transformer *t, int l, int T, int pos) {
+    const Config *c = &t->config;
+    RunState *s = &t->state;
+    int C = c->n_embd, hs = c->head_size, n_head = c->n_head, job;
+    size_t C3 = 3 * (size_t)C, layer_cache = (size_t)l * n_head * c->n_ctx * hs;
+#if defined(__AVX512F__)
+    if (T > 1 && hs % 16 == 0 && !s->att_record) {
+#pragma omp parallel for schedule(dynamic, 1)
+        for (job = 0; job < (T + 15) / 16 * n_head; job++) {
+            int i = job / n_head * 16, h = job % n_head;
+            size_t head_cache = layer_cache + (size_t)h * c->n_ctx * hs;
+            attention_queries16(s->xb + (size_t)i * C + h * hs, C, s->att + (size_t)job * 16 * c->n_ctx,
+                                s->qt + (size_t)job * 16 * hs, s->qkv + i * C3 + h * hs, (int)C3,
+                                s->key_cache + head_cache, s->value_cache + head_cache, pos + i,
+                                T - i < 16 ? T - i : 16, hs);
+        }
+        return;
+    }
+#endif
+#pragma omp parallel for schedule(dynamic, 1)
+    for (job = 0; job < T * n_head; job++) {
+        int i = job / n_head, h = job % n_head;
+        size_t head_cache = layer_cache + (size_t)h * c->n_ctx * hs;
+        attention_head(s->xb + (size_t)i * C + h * hs, s->att + (size_t)job * c->n_ctx,
+                       s->qkv + i * C3 + h * hs, s->key_cache + head_cache,
+                       s->value_cache + head_cache, pos + i, hs);
+    }
+    if (s->att_record) /* keep the weights for the attention picture */
+        for (int i = 0; i < T; i++)
+            for (int h = 0; h < n_head; h++)
+                memcpy(s->att_record + (((size_t)l * n_head + h) * s->att_record_len + pos + i) *
+                                           s->att_record_len,
+                       s->att + ((size_t)i * n_head + h) * c->n_ctx, (size_t)(pos + i + 1) * sizeof(float));
+}
+
 /* ---------------------------------------------------------------------------------------
  * The forward pass for T tokens at positions pos .. pos+T-1 (T = 1 when generating, up to
  * state.block for a prompt). It fills the key/value cache and returns the logits of the last
@@ -617,7 +673,7 @@ static float *forward(Transformer *t, const uint32_t *tokens, int T, int pos, in
     const Config *c = &t->config;
     const TransformerWeights *w = &t->weights;
     RunState *s = &t->state;
-    int C = c->n_embd, H = c->n_hidden, hs = c->head_size, n_head = c->n_head;
+    int C = c->n_embd, H = c->n_hidden;
     size_t C3 = 3 * (size_t)C;
     float *x = s->x;
 
@@ -634,47 +690,10 @@ static float *forward(Transformer *t, const uint32_t *tokens, int T, int pos, in
         bias_or_null = c->bias ? w->c_attn_bias + l * C3 : NULL;
         linear(s, s->qkv, s->xb, layer_matrix(w->c_attn, l, C3, C), bias_or_null, T, C, (int)C3);
 
-        /* store each position's key and value in the cache, head by head */
-        size_t layer_cache = (size_t)l * n_head * c->n_ctx * hs;
-        int head;
-#pragma omp parallel for schedule(static) if (T > 1)
-        for (head = 0; head < n_head; head++) /* each head's rows are consecutive in the cache */
-            for (int i = 0; i < T; i++) {
-                size_t at = layer_cache + ((size_t)head * c->n_ctx + pos + i) * hs;
-                memcpy(s->key_cache + at, s->qkv + i * C3 + C + head * hs, (size_t)hs * sizeof(float));
-                memcpy(s->value_cache + at, s->qkv + i * C3 + 2 * C + head * hs, (size_t)hs * sizeof(float));
-            }
-
-        /* causal multi-head attention: each (position, head) writes its slice of xb */
-        int job;
-#if defined(__AVX512F__)
-        if (T > 1 && hs % 16 == 0 && !s->att_record) { /* a prompt: 16 positions of a head at once */
-#pragma omp parallel for schedule(dynamic, 1)
-            for (job = 0; job < (T + 15) / 16 * n_head; job++) {
-                int i = job / n_head * 16, h = job % n_head;
-                size_t head_cache = layer_cache + (size_t)h * c->n_ctx * hs;
-                attention_queries16(s->xb + (size_t)i * C + h * hs, C, s->att + (size_t)job * 16 * c->n_ctx,
-                                    s->qt + (size_t)job * 16 * hs, s->qkv + i * C3 + h * hs, (int)C3,
-                                    s->key_cache + head_cache, s->value_cache + head_cache, pos + i,
-                                    T - i < 16 ? T - i : 16, hs); /* kernels.h */
-            }
-        } else
-#endif
-#pragma omp parallel for schedule(dynamic, 1)
-        for (job = 0; job < T * n_head; job++) {
-            int i = job / n_head, h = job % n_head;
-            size_t head_cache = layer_cache + (size_t)h * c->n_ctx * hs;
-            attention_head(s->xb + (size_t)i * C + h * hs, s->att + (size_t)job * c->n_ctx,
-                           s->qkv + i * C3 + h * hs, s->key_cache + head_cache,
-                           s->value_cache + head_cache, pos + i, hs);
-        }
-        if (s->att_record) /* keep the weights for the attention picture */
-            for (int i = 0; i < T; i++)
-                for (int h = 0; h < n_head; h++)
-                    memcpy(s->att_record + (((size_t)l * n_head + h) * s->att_record_len + pos + i) *
-                                               s->att_record_len,
-                           s->att + ((size_t)i * n_head + h) * c->n_ctx,
-                           (size_t)(pos + i + 1) * sizeof(float));
+        /* causal multi-head attention: each position's key and value go to the cache, then each
+         * (position, head) attends over the cache up to its position and writes its slice of xb */
+        store_keys_values(t, l, T, pos);
+        multi_head_attention(t, l, T, pos);
 
         /* output projection and residual */
         bias_or_null = c->bias ? w->attn_proj_bias + lC : NULL;
