@@ -1308,7 +1308,12 @@ static void print_info(const Transformer *t, const char *path) {
 #else
     int threads = 1;
 #endif
-    printf("kernels: %s, q8_0 %s, %d threads\n", KERNEL_PATH, Q8_PATH, threads);
+#ifdef AMX_PREFILL
+    const char *q8_prefill = amx_available() ? "amx" : Q8_PATH;
+#else
+    const char *q8_prefill = Q8_PATH;
+#endif
+    printf("kernels: %s, q8_0 %s (prefill %s), %d threads\n", KERNEL_PATH, Q8_PATH, q8_prefill, threads);
     printf("tokenizer: %u tokens, %s pre-tokenizer, end-of-text id %d\n", t->tokenizer.n_tokens,
            t->tokenizer.pretokenizer == PRETOK_CHAR ? "character"
            : t->tokenizer.pretokenizer == PRETOK_GPT2 ? "gpt2" : "cl100k",
