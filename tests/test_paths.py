@@ -63,7 +63,7 @@ Q8_BOUND = 0.05
 def test_path_matches_pytorch(path: str) -> None:
     m = models()
     run = binary(path)
-    ids = c_tokens(run, m["f32"], TEXT.encode())[:100]  # prefill: tiles of 4 and a ragged tail
+    ids = c_tokens(run, m["f32"], TEXT.encode())[:100]  # prefill: whole tiles and a part tile
     prompt = m["tok"].decode(ids)
     for block in (1, 128):
         rep = compare_logits(m["model"], ids, c_logits(run, m["f32"], prompt, 50257, block))
