@@ -124,17 +124,19 @@ static inline float dot_f32(const float *a, const float *b, int n) {
 #endif
 }
 
-#if defined(__AVX512F__)
-/* Prefill, float32: a tile of 12 rows of W x 32 tokens in outer-product form. The tokens come
- * transposed, xt (n, 32), so step k loads x[t0..t0+31][k] as two
- * vectors and multiplies them by w[r][k] broadcast, for each of the 12 rows: 24 FMAs into 24
- * accumulators (named variables, so that they stay in registers), no horizontal sums.
- * Each output is summed over k in order, then the bias is added. */
-#define TILE_ROWS 12
+/* Prefill, float32: tiles of TILE_ROWS rows of W x 32 tokens in outer-product form. The tokens
+ * come transposed, xt (n, 32) per tile (transpose_tokens), so step k loads x[t0..t0+31][k] as
+ * vectors and multiplies them by w[r][k] broadcast, for each row of the tile: the products go
+ * into accumulators that stay in registers (named variables, not an array), with no horizontal
+ * sums. Each output is summed over k in order, then the bias is added. */
 #define TILE_TOKENS 32
+
+#if defined(__AVX512F__)
+/* 12 rows x 32 tokens (two registers): 24 FMAs per step into 24 accumulators */
+#define TILE_ROWS 12
 #define ROWS12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
-static inline void tile12x32_f32(float *out, int ldo, const float *xt, const float *w, int n,
-                                 const float *bias, int tokens) {
+static inline void tile_f32(float *out, int ldo, const float *xt, const float *w, int n,
+                            const float *bias, int tokens) {
 #define DECLARE(r) __m512 lo##r = _mm512_setzero_ps(), hi##r = lo##r;
     ROWS12(DECLARE)
 #undef DECLARE
@@ -158,6 +160,40 @@ static inline void tile12x32_f32(float *out, int ldo, const float *xt, const flo
 }
 #undef ROWS12
 
+#elif defined(__AVX2__) && defined(__FMA__)
+/* 3 rows x 32 tokens (four registers): 12 FMAs per step into 12 accumulators, which with the
+ * three broadcast weights and one input fill AVX2's 16 registers */
+#define TILE_ROWS 3
+static inline void tile_f32(float *out, int ldo, const float *xt, const float *w, int n,
+                            const float *bias, int tokens) {
+    __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a03 = a00, a10 = a00, a11 = a00,
+           a12 = a00, a13 = a00, a20 = a00, a21 = a00, a22 = a00, a23 = a00;
+    for (int k = 0; k < n; k++) {
+        const float *xk = xt + (size_t)k * TILE_TOKENS;
+        __m256 w0 = _mm256_set1_ps(w[k]), w1 = _mm256_set1_ps(w[(size_t)n + k]),
+               w2 = _mm256_set1_ps(w[2 * (size_t)n + k]), xv;
+        xv = _mm256_load_ps(xk);
+        a00 = _mm256_fmadd_ps(xv, w0, a00); a10 = _mm256_fmadd_ps(xv, w1, a10); a20 = _mm256_fmadd_ps(xv, w2, a20);
+        xv = _mm256_load_ps(xk + 8);
+        a01 = _mm256_fmadd_ps(xv, w0, a01); a11 = _mm256_fmadd_ps(xv, w1, a11); a21 = _mm256_fmadd_ps(xv, w2, a21);
+        xv = _mm256_load_ps(xk + 16);
+        a02 = _mm256_fmadd_ps(xv, w0, a02); a12 = _mm256_fmadd_ps(xv, w1, a12); a22 = _mm256_fmadd_ps(xv, w2, a22);
+        xv = _mm256_load_ps(xk + 24);
+        a03 = _mm256_fmadd_ps(xv, w0, a03); a13 = _mm256_fmadd_ps(xv, w1, a13); a23 = _mm256_fmadd_ps(xv, w2, a23);
+    }
+    float sums[TILE_ROWS][TILE_TOKENS]; /* (row, token): transposed back on the way out */
+    _mm256_storeu_ps(sums[0], a00); _mm256_storeu_ps(sums[0] + 8, a01);
+    _mm256_storeu_ps(sums[0] + 16, a02); _mm256_storeu_ps(sums[0] + 24, a03);
+    _mm256_storeu_ps(sums[1], a10); _mm256_storeu_ps(sums[1] + 8, a11);
+    _mm256_storeu_ps(sums[1] + 16, a12); _mm256_storeu_ps(sums[1] + 24, a13);
+    _mm256_storeu_ps(sums[2], a20); _mm256_storeu_ps(sums[2] + 8, a21);
+    _mm256_storeu_ps(sums[2] + 16, a22); _mm256_storeu_ps(sums[2] + 24, a23);
+    for (int t = 0; t < tokens; t++)
+        for (int r = 0; r < TILE_ROWS; r++) out[(size_t)t * ldo + r] = sums[r][t] + (bias ? bias[r] : 0.0f);
+}
+#endif
+
+#if defined(__AVX512F__)
 /* dst[k][t] = src[t][k] for a block of 16 x 16 floats (rows lines of src exist, the rest read
  * as zero): pairs of lines interleaved by 1, 2, 4 and 8 floats in four rounds of shuffles. */
 static inline void transpose16x16(float *dst, size_t ld_dst, const float *src, size_t ld_src, int rows) {
@@ -186,21 +222,31 @@ static inline void transpose16x16(float *dst, size_t ld_dst, const float *src, s
     for (int i = 0; i < 16; i++) _mm512_storeu_ps(dst + i * ld_dst, r[i]);
 }
 
-/* The tokens x (T, n) transposed for tile12x32_f32: per tile of 32 tokens, (n, 32), zero past
- * T, so that a tile's inputs are read as one sequential stream. */
+#endif
+
+#ifdef TILE_ROWS
+/* The tokens x (T, n) transposed for tile_f32: per tile of 32 tokens, (n, 32), zero past T, so
+ * that a tile's inputs are read as one sequential stream. */
 static void transpose_tokens(float *xt, const float *x, int T, int n) {
-    int blocks = n / 16, tokens16 = (T + TILE_TOKENS - 1) / TILE_TOKENS * TILE_TOKENS / 16, job;
+    int tokens16 = (T + TILE_TOKENS - 1) / TILE_TOKENS * TILE_TOKENS / 16, blocks = 0, job;
+#if defined(__AVX512F__)
+    blocks = n / 16; /* 16 x 16 blocks in registers */
 #pragma omp parallel for schedule(static)
     for (job = 0; job < tokens16 * blocks; job++) {
         int t = job / blocks * 16, k = job % blocks * 16, rows = T - t < 16 ? T - t : 16;
         transpose16x16(xt + ((size_t)(t / TILE_TOKENS) * n + k) * TILE_TOKENS + t % TILE_TOKENS, TILE_TOKENS,
                        rows > 0 ? x + (size_t)t * n + k : x, n, rows);
     }
-    for (int k = blocks * 16; k < n; k++) /* a width that is not a multiple of 16 */
+#endif
+#pragma omp parallel for schedule(static)
+    for (job = blocks * 16; job < n; job++) /* one value at a time: what is left, or everything */
         for (int t = 0; t < tokens16 * 16; t++)
-            xt[((size_t)(t / TILE_TOKENS) * n + k) * TILE_TOKENS + t % TILE_TOKENS] = t < T ? x[(size_t)t * n + k] : 0.0f;
+            xt[((size_t)(t / TILE_TOKENS) * n + job) * TILE_TOKENS + t % TILE_TOKENS] =
+                t < T ? x[(size_t)t * n + job] : 0.0f;
 }
+#endif
 
+#if defined(__AVX512F__)
 /* exp(z) for 16 floats, z clamped to [-87, 87]: range reduction z = k ln2 + r, |r| <= ln2/2
  * (ln2 in two parts), a degree-6 Taylor polynomial for exp(r) (relative error about 1e-7),
  * scaled by 2^k with scalef. */
@@ -623,7 +669,7 @@ static void matmul(float *out, const float *x, Matrix w, const float *bias, int 
         for (i = 0; i < d; i++) out[i] = matrix_row_dot(w, i, x, xq, xs, n) + (bias ? bias[i] : 0.0f);
         return;
     }
-#if defined(__AVX512F__)
+#ifdef TILE_ROWS
     if (w.f32 && d >= TILE_ROWS && scratch->xt) {
         float *xt = scratch->xt;
         transpose_tokens(xt, x, T, n);
@@ -632,9 +678,9 @@ static void matmul(float *out, const float *x, Matrix w, const float *bias, int 
 #pragma omp parallel for schedule(dynamic, 1)
         for (i = 0; i < d / TILE_ROWS; i++)
             for (int t0 = 0; t0 < T; t0 += TILE_TOKENS)
-                tile12x32_f32(out + (size_t)t0 * d + TILE_ROWS * i, d, xt + (size_t)t0 * n,
-                              w.f32 + (size_t)TILE_ROWS * i * n, n, bias ? bias + TILE_ROWS * i : NULL,
-                              T - t0 < TILE_TOKENS ? T - t0 : TILE_TOKENS);
+                tile_f32(out + (size_t)t0 * d + TILE_ROWS * i, d, xt + (size_t)t0 * n,
+                         w.f32 + (size_t)TILE_ROWS * i * n, n, bias ? bias + TILE_ROWS * i : NULL,
+                         T - t0 < TILE_TOKENS ? T - t0 : TILE_TOKENS);
     }
 #endif
     /* prefill without tiles (other instruction sets, and the rows left over): blocks of 4 rows,

@@ -366,7 +366,7 @@ static void build_state(RunState *s, const Config *c) {
     size_t B16 = (B + 15) / 16 * 16, widest = C > H ? C : H; /* AMX takes tokens 16 at a time */
     s->mm.q = malloc_or_die(B16 * widest, "quantized activations");
     s->mm.scale = malloc_or_die(B16 * widest / Q8_GROUP * sizeof(float) + 4, "scales");
-#if defined(__AVX512F__)
+#ifdef TILE_ROWS
     if (c->weight_type == WT_F32 && B > 1) { /* float32 prefill tiles take the tokens transposed */
         size_t T32 = (B + TILE_TOKENS - 1) / TILE_TOKENS * TILE_TOKENS;
         s->mm.xt = aligned_alloc(64, widest * T32 * sizeof(float));
