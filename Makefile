@@ -30,11 +30,13 @@ deps:
 	@PYTHON=$(PYTHON) bash tests/deps.sh
 
 # The same program for each instruction-set path of kernels.h, for tests/test_paths.py:
-# portable C, AVX2+FMA, AVX2+FMA+AVX-VNNI, and AVX-512 (with VNNI) as -march=native gives it.
-PATHS := scalar avx2 avxvnni native
+# portable C, AVX2+FMA, AVX2+FMA+AVX-VNNI, -march=native without AMX (q8_0 prefill on
+# AVX512-VNNI), and -march=native as it is (AVX-512, and AMX where the CPU has it).
+PATHS := scalar avx2 avxvnni avx512vnni native
 FLAGS_scalar := -O3
 FLAGS_avx2 := -O3 -mavx2 -mfma
 FLAGS_avxvnni := -O3 -mavx2 -mfma -mavxvnni
+FLAGS_avx512vnni := -O3 -march=native -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
 FLAGS_native := -O3 -march=native
 tests/build/run-%: $(SOURCES) $(HEADERS)
 	@mkdir -p tests/build

@@ -56,9 +56,10 @@ typedef struct {
     const float *f32;   /* (rows, cols), NULL when quantized */
     const int8_t *q;    /* (rows, cols) */
     const float *scale; /* (rows, cols / 32) */
-    /* the same q8_0 weights rearranged for AMX when the model was loaded (amx_pack), or NULL */
+    /* the same q8_0 weights rearranged for prefill when the model was loaded (q8_pack), or NULL */
     const int8_t *tiles;      /* (rows / 16, cols / 32, 512) */
     const float *tile_scale;  /* (rows / 16, cols / 32, 16) */
+    const int32_t *tile_corr; /* (rows / 16, cols / 32, 16) 128 x each group's sum (VNNI only) */
 } Matrix;
 
 /* Scratch for matmul(), allocated once (no allocation per token). */
@@ -497,7 +498,10 @@ static inline float dot_q8(const int8_t *wq, const float *ws, const int8_t *xq, 
     return sum;
 }
 
-/* ---- AMX: q8_0 prefill as int8 tile products (Intel Sapphire Rapids and later) --------- */
+/* ---- q8_0 prefill on weights rearranged at load ---------------------------------------
+ * AMX tile products (Intel Sapphire Rapids and later) where the CPU has them and Linux grants
+ * the tile state; else, with AVX512-VNNI, 16 rows in the lanes of a register. Both read the
+ * weights in the same "VNNI" order, made once by q8_pack(). */
 
 #if defined(__AMX_INT8__) && defined(__AMX_TILE__) && defined(__AVX512F__) && defined(__linux__)
 #include <sys/syscall.h>
@@ -511,12 +515,23 @@ static int amx_available(void) {
     if (state == 0) state = syscall(SYS_arch_prctl, 0x1023, 18) == 0 ? 1 : -1;
     return state == 1;
 }
+#else
+static inline int amx_available(void) { return 0; }
+#endif
 
-/* Rearrange q8_0 weights (rows, n), rows a multiple of 16, for AMX, once at load: per block of
- * 16 rows and group of 32 columns, the B operand of a tile product in "VNNI" order, 8 lines of
- * 64 bytes where bytes 4r..4r+3 of line j are w[r][4j..4j+3]; and the 16 rows' scales. */
-static void amx_pack(int8_t *tiles, float *tile_scale, const int8_t *q, const float *scale,
-                     size_t rows, int n) {
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+#define VNNI_PREFILL 1
+#endif
+
+#if defined(AMX_PREFILL) || defined(VNNI_PREFILL)
+#define Q8_PACKED_PREFILL 1
+
+/* Rearrange q8_0 weights (rows, n), rows a multiple of 16, once at load: per block of 16 rows
+ * and group of 32 columns, 8 lines of 64 bytes where bytes 4r..4r+3 of line j are
+ * w[r][4j..4j+3] (AMX's B operand; for VNNI, line j holds 4 columns of all 16 rows, one row per
+ * 32-bit lane); the 16 rows' scales; and, if corr is not NULL, 128 x each row's group sum. */
+static void q8_pack(int8_t *tiles, float *tile_scale, int32_t *corr, const int8_t *q,
+                    const float *scale, size_t rows, int n) {
     int nb = n / 32;
     long block;
 #pragma omp parallel for schedule(static)
@@ -524,13 +539,21 @@ static void amx_pack(int8_t *tiles, float *tile_scale, const int8_t *q, const fl
         for (int b = 0; b < nb; b++) {
             int8_t *dst = tiles + ((size_t)block * nb + b) * 512;
             for (int r = 0; r < 16; r++) {
-                size_t row = (size_t)block * 16 + r;
-                for (int j = 0; j < 8; j++) memcpy(dst + j * 64 + r * 4, q + row * n + b * 32 + j * 4, 4);
-                tile_scale[((size_t)block * nb + b) * 16 + r] = scale[row * nb + b];
+                size_t row = (size_t)block * 16 + r, at = ((size_t)block * nb + b) * 16 + r;
+                const int8_t *src = q + row * n + b * 32;
+                for (int j = 0; j < 8; j++) memcpy(dst + j * 64 + r * 4, src + j * 4, 4);
+                tile_scale[at] = scale[row * nb + b];
+                if (corr) {
+                    int32_t sum = 0;
+                    for (int k = 0; k < 32; k++) sum += src[k];
+                    corr[at] = 128 * sum;
+                }
             }
         }
 }
+#endif
 
+#ifdef AMX_PREFILL
 /* Tiles 0 to 3: C, 16 tokens x 16 rows of int32 sums over one group each. Tiles 4 and 6: A,
  * 16 tokens x 32 activation quants. Tiles 5 and 7: B, 16 rows x 32 weight quants (VNNI). */
 static void amx_configure(void) {
@@ -615,6 +638,91 @@ static void amx_rows16(float *out, int d, const float *bias, const int8_t *xa, c
 }
 #endif
 
+#ifdef VNNI_PREFILL
+/* out rows r0..r0+15 for all T tokens with AVX512-VNNI (CPUs without AMX): the 16 rows' int32
+ * sums in the lanes of one register, 4 activation bytes of a token broadcast to every lane,
+ * 8 tokens at a time sharing each load of weights. dpbusd multiplies unsigned by signed bytes,
+ * so the activations come shifted by +128 (xu, (T, n)) and 128 x the group's weight sum is
+ * taken off again (tile_corr). xs: the activations' scales (T, n / 32). */
+static void vnni_rows16(float *out, int d, const float *bias, const uint8_t *xu, const float *xs,
+                        Matrix w, int r0, int T, int n) {
+    int nb = n / 32;
+    const int8_t *wt = w.tiles + (size_t)(r0 / 16) * nb * 512;
+    const float *ws = w.tile_scale + (size_t)(r0 / 16) * nb * 16;
+    const int32_t *wc = w.tile_corr + (size_t)(r0 / 16) * nb * 16;
+    __m512 bv = bias ? _mm512_loadu_ps(bias + r0) : _mm512_setzero_ps();
+    for (int t0 = 0; t0 < T; t0 += 8) {
+        const uint8_t *xrow[8]; /* past T, repeat the last token (its sums are not stored) */
+        for (int t = 0; t < 8; t++) xrow[t] = xu + (size_t)(t0 + t < T ? t0 + t : T - 1) * n;
+        __m512 acc[8];
+        for (int t = 0; t < 8; t++) acc[t] = _mm512_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            __m512i start = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_loadu_si512(wc + b * 16));
+            __m512i dots[8];
+            for (int t = 0; t < 8; t++) dots[t] = start;
+            for (int j = 0; j < 8; j++) {
+                __m512i wv = _mm512_loadu_si512(wt + ((size_t)b * 8 + j) * 64);
+                for (int t = 0; t < 8; t++) {
+                    int32_t four;
+                    memcpy(&four, xrow[t] + b * 32 + 4 * j, 4);
+                    dots[t] = _mm512_dpbusd_epi32(dots[t], _mm512_set1_epi32(four), wv);
+                }
+            }
+            __m512 sw = _mm512_loadu_ps(ws + b * 16);
+            for (int t = 0; t < 8; t++) {
+                float sx = xs[(size_t)(t0 + t < T ? t0 + t : T - 1) * nb + b];
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots[t]), _mm512_mul_ps(sw, _mm512_set1_ps(sx)), acc[t]);
+            }
+        }
+        for (int t = 0; t < 8 && t0 + t < T; t++)
+            _mm512_storeu_ps(out + (size_t)(t0 + t) * d + r0, _mm512_add_ps(acc[t], bv));
+    }
+}
+#endif
+
+#ifdef Q8_PACKED_PREFILL
+/* q8_0 prefill of rows 0 .. d/16*16 - 1 from the rearranged weights: AMX tiles when use_amx
+ * (which needs w.tiles), else VNNI (which also needs w.tile_corr). The activations are
+ * quantized here as everywhere (per token, one scale per 32), in the layout each kernel reads. */
+static void q8_packed_prefill(float *out, const float *x, Matrix w, const float *bias, int T, int n,
+                              int d, MatmulScratch *scratch, int use_amx) {
+    int nb = n / 32, t, block;
+#ifdef AMX_PREFILL
+    if (use_amx) { /* activations in AMX order: (T / 16, nb, 16, 32) */
+#pragma omp parallel for schedule(static)
+        for (t = 0; t < (T + 15) / 16 * 16; t++)
+            for (int b = 0; b < nb; b++) {
+                size_t at = ((size_t)(t / 16) * nb + b) * 16 + t % 16;
+                if (t < T) quantize_q8(scratch->q + at * 32, scratch->scale + at, x + (size_t)t * n + b * 32, 32);
+                else { memset(scratch->q + at * 32, 0, 32); scratch->scale[at] = 0.0f; }
+            }
+#pragma omp parallel
+        {
+            amx_configure();
+#pragma omp for schedule(dynamic, 1)
+            for (block = 0; block < d / 16; block++)
+                amx_rows16(out, d, bias, scratch->q, scratch->scale, w, 16 * block, T, n);
+            _tile_release();
+        }
+        return;
+    }
+#endif
+#ifdef VNNI_PREFILL
+    uint8_t *xu = (uint8_t *)scratch->q; /* activations row by row, shifted to unsigned */
+#pragma omp parallel for schedule(static)
+    for (t = 0; t < T; t++) {
+        quantize_q8(scratch->q + (size_t)t * n, scratch->scale + (size_t)t * nb, x + (size_t)t * n, n);
+        for (int k = 0; k < n; k++) xu[(size_t)t * n + k] = (uint8_t)(scratch->q[(size_t)t * n + k] + 128);
+    }
+#pragma omp parallel for schedule(dynamic, 1)
+    for (block = 0; block < d / 16; block++)
+        vnni_rows16(out, d, bias, xu, scratch->scale, w, 16 * block, T, n);
+#endif
+    (void)use_amx;
+}
+#endif
+
+
 /* ---- the entry point ----------------------------------------------------------------- */
 
 static inline float matrix_row_dot(Matrix w, int row, const float *x, const int8_t *xq,
@@ -631,26 +739,10 @@ static void matmul(float *out, const float *x, Matrix w, const float *bias, int 
     const int8_t *xq = NULL;
     const float *xs = NULL;
     int i, done_rows = 0;
-#ifdef AMX_PREFILL
-    if (T > 1 && w.tiles) { /* quantize the activations straight into AMX order */
-        int nb = n / 32, T16 = (T + 15) / 16 * 16, t;
-#pragma omp parallel for schedule(static)
-        for (t = 0; t < T16; t++)
-            for (int b = 0; b < nb; b++) {
-                size_t at = ((size_t)(t / 16) * nb + b) * 16 + t % 16;
-                if (t < T) quantize_q8(scratch->q + at * 32, scratch->scale + at, x + (size_t)t * n + b * 32, 32);
-                else { memset(scratch->q + at * 32, 0, 32); scratch->scale[at] = 0.0f; }
-            }
+#ifdef Q8_PACKED_PREFILL
+    if (T > 1 && w.tiles && (w.tile_corr || amx_available())) { /* packed with corr: VNNI */
+        q8_packed_prefill(out, x, w, bias, T, n, d, scratch, !w.tile_corr);
         done_rows = d / 16 * 16;
-#pragma omp parallel
-        {
-            amx_configure();
-            int block;
-#pragma omp for schedule(dynamic, 1)
-            for (block = 0; block < d / 16; block++)
-                amx_rows16(out, d, bias, scratch->q, scratch->scale, w, 16 * block, T, n);
-            _tile_release();
-        }
         if (done_rows == d) return;
         w.tiles = NULL; /* the rows left over go the common way, below */
     }

@@ -134,7 +134,7 @@ typedef struct {
     RunState state;
     Tokenizer tokenizer;
     float *sinusoid;   /* owned (n_ctx, n_embd) table for POS_SINUSOIDAL, else NULL */
-    void *amx_copy;    /* owned: the matrices rearranged for AMX prefill (q8_0), else NULL */
+    void *packed_copy; /* owned: the matrices rearranged for q8_0 prefill (pack_for_prefill), or NULL */
     const uint8_t *data; /* the whole file, mapped */
     size_t file_size;
     int mapped;          /* data came from mmap (and must be unmapped) */
@@ -423,38 +423,41 @@ static void load_model(Transformer *t, const uint8_t *data, size_t size) {
 }
 
 /* What generation needs beyond the file: the sinusoid table and the run-time buffers. */
-#ifdef AMX_PREFILL
-/* With q8_0 weights and a CPU with AMX, prompts go through AMX tile products, which want the
- * weights in their own order (kernels.h's amx_pack): a second copy of every matrix a prompt
- * multiplies, made once here, as large as its quants and scales. Matrices of a layer have a
- * multiple of 16 rows (q8_0 widths are multiples of 32); of the output head, the rows past
- * the last multiple of 16 are left to the other kernels. */
-static size_t amx_values(const Config *c, const TransformerWeights *w, const TensorSpec *spec) {
+#ifdef Q8_PACKED_PREFILL
+/* With q8_0 weights, prompts go through AMX tile products or AVX512-VNNI kernels that read the
+ * weights in their own order (kernels.h's q8_pack): a second copy of every matrix a prompt
+ * multiplies, made once here, as large as its quants and scales (plus, for VNNI, one int32 per
+ * group). Matrices of a layer have a multiple of 16 rows (q8_0 widths are multiples of 32);
+ * of the output head, the rows past the last multiple of 16 are left to the other kernels. */
+static size_t packed_values(const Config *c, const TransformerWeights *w, const TensorSpec *spec) {
     if (!spec->matrix || (spec->matrix == &w->wte && !c->tied_head)) return 0; /* wte: a lookup */
     return spec->layers * (spec->rows / 16 * 16) * spec->cols;
 }
 
-static void pack_for_amx(Transformer *t) {
+static void pack_for_prefill(Transformer *t) {
     const Config *c = &t->config;
-    if (c->weight_type != WT_Q8_0 || t->state.block < 2 || !amx_available()) return;
+    if (c->weight_type != WT_Q8_0 || t->state.block < 2) return;
+    int corr = !amx_available(); /* without AMX, the VNNI kernel, which needs correction terms */
+#ifndef VNNI_PREFILL
+    if (corr) return;
+#endif
     TensorSpec specs[32];
     int n = tensor_list(c, &t->weights, specs);
-    size_t total = 0;
-    for (int i = 0; i < n; i++) { /* quants, then one float scale per 32 */
-        size_t values = amx_values(c, &t->weights, &specs[i]);
-        total += values + values / Q8_GROUP * sizeof(float);
-    }
-    t->amx_copy = malloc_or_die(total, "the AMX copy of the weights");
-    int8_t *at = t->amx_copy;
+    size_t per_group = Q8_GROUP + sizeof(float) + (corr ? sizeof(int32_t) : 0), total = 0;
+    for (int i = 0; i < n; i++) total += packed_values(c, &t->weights, &specs[i]) / Q8_GROUP * per_group;
+    t->packed_copy = malloc_or_die(total, "the prefill copy of the weights");
+    int8_t *at = t->packed_copy;
     for (int i = 0; i < n; i++) {
-        size_t values = amx_values(c, &t->weights, &specs[i]);
+        size_t values = packed_values(c, &t->weights, &specs[i]), groups = values / Q8_GROUP;
         if (values == 0) continue;
         Matrix *m = specs[i].matrix;
+        float *scales = (float *)(void *)(at + values);
+        int32_t *corrections = corr ? (int32_t *)(void *)(scales + groups) : NULL;
+        q8_pack(at, scales, corrections, m->q, m->scale, values / specs[i].cols, (int)specs[i].cols);
         m->tiles = at;
-        m->tile_scale = (const float *)(const void *)(at + values);
-        amx_pack(at, (float *)(void *)(at + values), m->q, m->scale, values / specs[i].cols,
-                 (int)specs[i].cols);
-        at += values + values / Q8_GROUP * sizeof(float);
+        m->tile_scale = scales;
+        m->tile_corr = corrections;
+        at += groups * per_group;
     }
     if (c->tied_head) t->weights.lm_head = t->weights.wte;
 }
@@ -466,8 +469,8 @@ static void build_run(Transformer *t) {
         t->weights.wpe = t->sinusoid;
     }
     build_state(&t->state, &t->config);
-#ifdef AMX_PREFILL
-    pack_for_amx(t);
+#ifdef Q8_PACKED_PREFILL
+    pack_for_prefill(t);
 #endif
 }
 
@@ -495,7 +498,7 @@ static void build_transformer(Transformer *t, const char *path) {
 static void free_transformer(Transformer *t) {
     free_state(&t->state);
     free(t->sinusoid);
-    free(t->amx_copy);
+    free(t->packed_copy);
     tokenizer_free(&t->tokenizer);
     if (t->mapped) munmap((void *)t->data, t->file_size);
     memset(t, 0, sizeof *t);
@@ -523,7 +526,8 @@ static Matrix layer_matrix(Matrix m, int layer, size_t rows, size_t cols) {
     if (m.f32) return (Matrix){.f32 = m.f32 + n};
     return (Matrix){.q = m.q + n, .scale = m.scale + n / Q8_GROUP,
                     .tiles = m.tiles ? m.tiles + n : NULL,
-                    .tile_scale = m.tile_scale ? m.tile_scale + n / Q8_GROUP : NULL};
+                    .tile_scale = m.tile_scale ? m.tile_scale + n / Q8_GROUP : NULL,
+                    .tile_corr = m.tile_corr ? m.tile_corr + n / Q8_GROUP : NULL};
 }
 
 /* nn.Linear on T positions: out (T, d) = x (T, n) @ W^T + bias; the kernels are in kernels.h
@@ -1308,10 +1312,10 @@ static void print_info(const Transformer *t, const char *path) {
 #else
     int threads = 1;
 #endif
-#ifdef AMX_PREFILL
-    const char *q8_prefill = amx_available() ? "amx" : Q8_PATH;
+#if defined(VNNI_PREFILL)
+    const char *q8_prefill = amx_available() ? "amx" : "avx512-vnni, 16 rows x 8 tokens";
 #else
-    const char *q8_prefill = Q8_PATH;
+    const char *q8_prefill = amx_available() ? "amx" : "dot products per token";
 #endif
     printf("kernels: %s, q8_0 %s (prefill %s), %d threads\n", KERNEL_PATH, Q8_PATH, q8_prefill, threads);
     printf("tokenizer: %u tokens, %s pre-tokenizer, end-of-text id %d\n", t->tokenizer.n_tokens,

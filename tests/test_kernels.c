@@ -18,7 +18,10 @@ static void expect_near(const char *what, double got, double want, double tol) {
  * of 32-groups, row counts that leave rows over after whole tiles, token counts that end in a
  * part tile. For q8_0 the reference quantizes the activations with the same quantize_q8, so
  * both sides multiply identical integers and only the summation order differs. */
-static void check_matmul(int n, int d, int T, int q8) {
+enum { FLOAT32, Q8_DOTS, Q8_AMX, Q8_VNNI };
+
+static void check_matmul(int n, int d, int T, int kind) {
+    int q8 = kind != FLOAT32;
     float *w = malloc(sizeof(float) * d * n), *x = malloc(sizeof(float) * T * n), *bias = malloc(sizeof(float) * d);
     float *out = malloc(sizeof(float) * T * d), *ws = malloc(sizeof(float) * d * n / 32 + 4);
     int8_t *wq = malloc((size_t)d * n);
@@ -30,22 +33,24 @@ static void check_matmul(int n, int d, int T, int q8) {
     int T16 = (T + 31) / 32 * 32;
     MatmulScratch scratch = {.xt = aligned_alloc(64, sizeof(float) * T16 * n), .q = malloc((size_t)T16 * n),
                              .scale = malloc(sizeof(float) * T16 * n / 32 + 4)};
-    void *tiles = NULL;
+    int8_t *tiles = NULL;
     const char *how = "float32";
     if (q8) {
         for (int r = 0; r < d; r++) quantize_q8(wq + (size_t)r * n, ws + r * (n / 32), w + (size_t)r * n, n);
         m = (Matrix){.q = wq, .scale = ws};
-        how = "q8_0";
-#ifdef AMX_PREFILL
-        if (amx_available()) {
-            tiles = aligned_alloc(64, (size_t)d / 16 * 16 * n * 9 / 8 + 64);
-            amx_pack(tiles, (float *)(void *)((int8_t *)tiles + d / 16 * 16 * n), wq, ws, d / 16 * 16, n);
-            m.tiles = tiles;
-            m.tile_scale = (float *)(void *)((int8_t *)tiles + d / 16 * 16 * n);
-            how = "q8_0 with AMX tiles";
-        }
-#endif
+        how = "q8_0 dot products";
     }
+#ifdef Q8_PACKED_PREFILL
+    if (kind == Q8_AMX || kind == Q8_VNNI) { /* as pack_for_prefill() does; corr selects VNNI */
+        size_t values = (size_t)d / 16 * 16 * n;
+        tiles = malloc(values + values / 32 * 8);
+        m.tiles = tiles;
+        m.tile_scale = (float *)(void *)(tiles + values);
+        m.tile_corr = kind == Q8_VNNI ? (int32_t *)(void *)(tiles + values + values / 32 * 4) : NULL;
+        q8_pack(tiles, (float *)m.tile_scale, (int32_t *)m.tile_corr, wq, ws, (size_t)d / 16 * 16, n);
+        how = kind == Q8_VNNI ? "q8_0 AVX512-VNNI 16 rows" : "q8_0 AMX tiles";
+    }
+#endif
     for (int pass = 0; pass < 2; pass++) { /* all T tokens at once (prefill), then one by one */
         if (pass == 0) matmul(out, x, m, bias, T, n, d, &scratch);
         else for (int t = 0; t < T; t++) matmul(out + (size_t)t * d, x + (size_t)t * n, m, bias, 1, n, d, &scratch);
@@ -201,10 +206,17 @@ int main(void) {
      * 37 and 45 tokens (part tiles), one token (decode) */
     int shapes[][3] = {{96, 40, 37}, {288, 48, 45}, {256, 64, 100}, {64, 30, 33}, {96, 40, 1}};
     for (int i = 0; i < 5; i++) {
-        check_matmul(shapes[i][0], shapes[i][1], shapes[i][2], 1);
-        check_matmul(shapes[i][0], shapes[i][1], shapes[i][2], 0);
+        check_matmul(shapes[i][0], shapes[i][1], shapes[i][2], FLOAT32);
+        check_matmul(shapes[i][0], shapes[i][1], shapes[i][2], Q8_DOTS);
+#ifdef VNNI_PREFILL
+        check_matmul(shapes[i][0], shapes[i][1], shapes[i][2], Q8_VNNI);
+#endif
+#ifdef AMX_PREFILL
+        if (amx_available()) check_matmul(shapes[i][0], shapes[i][1], shapes[i][2], Q8_AMX);
+        else printf("AMX: not granted on this CPU, its kernel not checked\n");
+#endif
     }
-    check_matmul(50, 30, 45, 0); /* float32 takes any width */
+    check_matmul(50, 30, 45, FLOAT32); /* float32 takes any width */
 
     printf("%d passed, %d failed\n", checks - failures, failures);
     return failures ? 1 : 0;

@@ -1,10 +1,10 @@
-"""Every instruction-set path of kernels.h (tests/build/run-{scalar,avx2,avxvnni,native}, built
-by `make test`) against PyTorch, one token at a time (generation's matrix-vector path) and in
-prefill blocks (the matrix-matrix path, with AMX tiles for q8_0 where the CPU has them);
-greedy tokens identical across paths and thread counts, for float32 and q8_0 weights. q8_0
-quantizes activations too, so its logits are bounded against the float32 weights on the
-trained shipped model (whose activations are realistic): Q8_BOUND * (1 + max|logit|).
-NEON cannot run on this x86 machine."""
+"""Every instruction-set path of kernels.h (tests/build/run-{scalar,avx2,avxvnni,avx512vnni,
+native}, built by `make test`) against PyTorch, one token at a time (generation's
+matrix-vector path) and in prefill blocks (the matrix-matrix path; q8_0 prefill runs on AMX
+tiles in native where the CPU has them, on AVX512-VNNI in avx512vnni); greedy tokens identical
+across paths and thread counts, for float32 and q8_0 weights. q8_0 quantizes activations too,
+so its logits are bounded against the float32 weights on the trained shipped model (whose
+activations are realistic): Q8_BOUND * (1 + max|logit|). NEON cannot run on this x86 machine."""
 from __future__ import annotations
 
 import subprocess
@@ -29,13 +29,14 @@ def binary(path: str) -> Path:
 
 
 def available(path: str) -> bool:
-    need = {"scalar": [], "avx2": ["avx2", "fma"], "avxvnni": ["avx2", "fma", "avx_vnni"], "native": []}[path]
+    need = {"scalar": [], "avx2": ["avx2", "fma"], "avxvnni": ["avx2", "fma", "avx_vnni"],
+            "avx512vnni": ["avx512f", "avx512bw", "avx512_vnni"], "native": []}[path]
     return all(f" {flag}" in CPU_FLAGS for flag in need)
 
 
-# The paths this CPU can execute (all four on the development machine); the portable one and
+# The paths this CPU can execute (all five on the development machine); the portable one and
 # the -march=native one always run.
-PATHS = [p for p in ("scalar", "avx2", "avxvnni", "native") if available(p)]
+PATHS = [p for p in ("scalar", "avx2", "avxvnni", "avx512vnni", "native") if available(p)]
 
 
 def test_paths_checked() -> None:
