@@ -22,9 +22,6 @@ $(BIN): $(SOURCES) $(HEADERS)
 run: $(BIN)
 	./run $(MODEL) -i "And God said" -n 200 -t 0.8 -k 40 -p 0.9
 
-tests/build/test_kernels: tests/test_kernels.c $(SOURCES) $(HEADERS)
-	@mkdir -p tests/build
-	$(CC) $(CFLAGS) $(WARN) -Wno-unused-function -o $@ tests/test_kernels.c tokenizer.c -lm
 
 deps:
 	@PYTHON=$(PYTHON) bash tests/deps.sh
@@ -41,6 +38,10 @@ FLAGS_native := -O3 -march=native
 tests/build/run-%: $(SOURCES) $(HEADERS)
 	@mkdir -p tests/build
 	$(CC) $(FLAGS_$*) $(WARN) $(OPENMP) -o $@ $(SOURCES) -lm
+# tests/test_kernels.c, the hand-computed kernel checks, for each path too
+tests/build/test_kernels-%: tests/test_kernels.c $(SOURCES) $(HEADERS)
+	@mkdir -p tests/build
+	$(CC) $(FLAGS_$*) $(WARN) $(OPENMP) -Wno-unused-function -o $@ tests/test_kernels.c tokenizer.c -lm
 
 # Reproduce the shipped model from Debian's bible-kjv: corpus, BPE vocabulary, training (about
 # an hour on 2 cores; resumable after a kill: run it again), export, held-out score. Training
@@ -66,7 +67,7 @@ tests/build/bandwidth: tests/bench/bandwidth.c
 bench: deps $(BIN) tests/build/bandwidth
 	$(PYTHON) tests/bench/bench.py --runs 5
 
-test: deps $(BIN) tests/build/test_kernels $(PATHS:%=tests/build/run-%)
+test: deps $(BIN) $(PATHS:%=tests/build/run-%) $(PATHS:%=tests/build/test_kernels-%)
 	$(PYTHON) -m pytest -q -p no:cacheprovider tests
 
 # The decoder's parity tests once per instruction-set path (longer than make test).

@@ -521,6 +521,10 @@ static inline int amx_available(void) { return 0; }
 
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__)
 #define VNNI_PREFILL 1
+#define Q8_PREFILL_VNNI "avx512-vnni, 16 rows x 8 tokens"
+#elif defined(__AVX2__) && defined(__AVXVNNI__)
+#define VNNI_PREFILL 1
+#define Q8_PREFILL_VNNI "avx-vnni, 16 rows x 4 tokens"
 #endif
 
 #if defined(AMX_PREFILL) || defined(VNNI_PREFILL)
@@ -639,11 +643,13 @@ static void amx_rows16(float *out, int d, const float *bias, const int8_t *xa, c
 #endif
 
 #ifdef VNNI_PREFILL
-/* out rows r0..r0+15 for all T tokens with AVX512-VNNI (CPUs without AMX): the 16 rows' int32
- * sums in the lanes of one register, 4 activation bytes of a token broadcast to every lane,
- * 8 tokens at a time sharing each load of weights. dpbusd multiplies unsigned by signed bytes,
- * so the activations come shifted by +128 (xu, (T, n)) and 128 x the group's weight sum is
- * taken off again (tile_corr). xs: the activations' scales (T, n / 32). */
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+/* out rows r0..r0+15 for all T tokens with VNNI (CPUs without AMX): the 16 rows' int32 sums
+ * in the lanes of one register (two with AVX-VNNI's 256 bits), 4 activation bytes of a token
+ * broadcast to every lane, 8 tokens (4 with AVX-VNNI) at a time sharing each load of weights.
+ * dpbusd multiplies unsigned by signed bytes, so the activations come shifted by +128 (xu,
+ * (T, n)) and 128 x the group's weight sum is taken off again (tile_corr). xs: the
+ * activations' scales (T, n / 32). */
 static void vnni_rows16(float *out, int d, const float *bias, const uint8_t *xu, const float *xs,
                         Matrix w, int r0, int T, int n) {
     int nb = n / 32;
@@ -678,6 +684,50 @@ static void vnni_rows16(float *out, int d, const float *bias, const uint8_t *xu,
             _mm512_storeu_ps(out + (size_t)(t0 + t) * d + r0, _mm512_add_ps(acc[t], bv));
     }
 }
+#else /* AVX-VNNI: rows 0..7 and 8..15 of the block in two registers */
+static void vnni_rows16(float *out, int d, const float *bias, const uint8_t *xu, const float *xs,
+                        Matrix w, int r0, int T, int n) {
+    int nb = n / 32;
+    const int8_t *wt = w.tiles + (size_t)(r0 / 16) * nb * 512;
+    const float *ws = w.tile_scale + (size_t)(r0 / 16) * nb * 16;
+    const int32_t *wc = w.tile_corr + (size_t)(r0 / 16) * nb * 16;
+    for (int t0 = 0; t0 < T; t0 += 4) {
+        const uint8_t *xrow[4]; /* past T, repeat the last token (its sums are not stored) */
+        for (int t = 0; t < 4; t++) xrow[t] = xu + (size_t)(t0 + t < T ? t0 + t : T - 1) * n;
+        __m256 lo[4], hi[4];
+        for (int t = 0; t < 4; t++) lo[t] = hi[t] = _mm256_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            __m256i start_lo = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_loadu_si256((const __m256i *)(wc + b * 16))),
+                    start_hi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_loadu_si256((const __m256i *)(wc + b * 16 + 8)));
+            __m256i dlo[4], dhi[4];
+            for (int t = 0; t < 4; t++) dlo[t] = start_lo, dhi[t] = start_hi;
+            for (int j = 0; j < 8; j++) {
+                const int8_t *line = wt + ((size_t)b * 8 + j) * 64;
+                __m256i wlo = _mm256_loadu_si256((const __m256i *)line), whi = _mm256_loadu_si256((const __m256i *)(line + 32));
+                for (int t = 0; t < 4; t++) {
+                    int32_t four;
+                    memcpy(&four, xrow[t] + b * 32 + 4 * j, 4);
+                    __m256i xb = _mm256_set1_epi32(four);
+                    dlo[t] = _mm256_dpbusd_avx_epi32(dlo[t], xb, wlo);
+                    dhi[t] = _mm256_dpbusd_avx_epi32(dhi[t], xb, whi);
+                }
+            }
+            __m256 slo = _mm256_loadu_ps(ws + b * 16), shi = _mm256_loadu_ps(ws + b * 16 + 8);
+            for (int t = 0; t < 4; t++) {
+                __m256 sx = _mm256_set1_ps(xs[(size_t)(t0 + t < T ? t0 + t : T - 1) * nb + b]);
+                lo[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dlo[t]), _mm256_mul_ps(slo, sx), lo[t]);
+                hi[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dhi[t]), _mm256_mul_ps(shi, sx), hi[t]);
+            }
+        }
+        __m256 blo = bias ? _mm256_loadu_ps(bias + r0) : _mm256_setzero_ps(),
+               bhi = bias ? _mm256_loadu_ps(bias + r0 + 8) : _mm256_setzero_ps();
+        for (int t = 0; t < 4 && t0 + t < T; t++) {
+            _mm256_storeu_ps(out + (size_t)(t0 + t) * d + r0, _mm256_add_ps(lo[t], blo));
+            _mm256_storeu_ps(out + (size_t)(t0 + t) * d + r0 + 8, _mm256_add_ps(hi[t], bhi));
+        }
+    }
+}
+#endif
 #endif
 
 #ifdef Q8_PACKED_PREFILL

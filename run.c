@@ -1313,7 +1313,7 @@ static void print_info(const Transformer *t, const char *path) {
     int threads = 1;
 #endif
 #if defined(VNNI_PREFILL)
-    const char *q8_prefill = amx_available() ? "amx" : "avx512-vnni, 16 rows x 8 tokens";
+    const char *q8_prefill = amx_available() ? "amx" : Q8_PREFILL_VNNI;
 #else
     const char *q8_prefill = amx_available() ? "amx" : "dot products per token";
 #endif

@@ -48,7 +48,7 @@ static void check_matmul(int n, int d, int T, int kind) {
         m.tile_scale = (float *)(void *)(tiles + values);
         m.tile_corr = kind == Q8_VNNI ? (int32_t *)(void *)(tiles + values + values / 32 * 4) : NULL;
         q8_pack(tiles, (float *)m.tile_scale, (int32_t *)m.tile_corr, wq, ws, (size_t)d / 16 * 16, n);
-        how = kind == Q8_VNNI ? "q8_0 AVX512-VNNI 16 rows" : "q8_0 AMX tiles";
+        how = kind == Q8_VNNI ? "q8_0 VNNI prefill (" Q8_PREFILL_VNNI ")" : "q8_0 AMX tiles";
     }
 #endif
     for (int pass = 0; pass < 2; pass++) { /* all T tokens at once (prefill), then one by one */

@@ -13,12 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from common import REPO, TEXT, TMP, GPTConfig, export, gpt2_tokenizer, random_model
+from common import PATHS, REPO, TEXT, TMP, GPTConfig, available, export, gpt2_tokenizer, random_model
 from compare import c_generate, c_logits, c_tokens, compare_logits
 from export import read_model, write_model
 from model import with_q8_0_activations
 
-CPU_FLAGS = Path("/proc/cpuinfo").read_text()
 _models: dict = {}
 
 
@@ -26,17 +25,6 @@ def binary(path: str) -> Path:
     b = REPO / "tests" / "build" / f"run-{path}"
     assert b.exists(), f"{b} is missing: `make test` builds it"
     return b
-
-
-def available(path: str) -> bool:
-    need = {"scalar": [], "avx2": ["avx2", "fma"], "avxvnni": ["avx2", "fma", "avx_vnni"],
-            "avx512vnni": ["avx512f", "avx512bw", "avx512_vnni"], "native": []}[path]
-    return all(f" {flag}" in CPU_FLAGS for flag in need)
-
-
-# The paths this CPU can execute (all five on the development machine); the portable one and
-# the -march=native one always run.
-PATHS = [p for p in ("scalar", "avx2", "avxvnni", "avx512vnni", "native") if available(p)]
 
 
 def test_paths_checked() -> None:
