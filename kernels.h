@@ -3,8 +3,9 @@
  * One entry point, matmul(): out (T, d) = x (T, n) @ W^T + bias for a weight matrix W (d, n)
  * stored as float32 or as q8_0 (model.h). T = 1 is the decode step, bound by memory bandwidth:
  * a matrix-vector product split over output rows. T > 1 is prompt prefill, bound by arithmetic:
- * float32 in tiles of 12 rows x 32 tokens (AVX-512) whose 384 products share every load; q8_0
- * as int8 tile products on AMX where the CPU has it (weights rearranged once at load).
+ * float32 in tiles of 12 rows x 32 tokens (AVX-512; 3 x 32 with AVX2) whose products share
+ * every load; q8_0 on weights rearranged once at load, as AMX int8 tile products where the CPU
+ * has them, else with VNNI (AVX-512 or AVX-VNNI) 16 rows at a time, else dot products.
  * Also here: attention_queries16(), a prompt's causal attention 16 positions at a time.
  *
  * Instruction sets are chosen at compile time (-march=native): AVX-512 (with VNNI for int8),
@@ -64,8 +65,9 @@ typedef struct {
 
 /* Scratch for matmul(), allocated once (no allocation per token). */
 typedef struct {
-    float *xt;    /* (n, T rounded up to 32) float32 activations transposed, for prefill tiles */
-    int8_t *q;    /* (T, n) activations quantized for q8_0 products; for AMX (T / 16, n / 32, 16, 32) */
+    float *xt;    /* (T / 32, n, 32), T rounded up: float32 activations transposed for prefill tiles */
+    int8_t *q;    /* (T, n) activations quantized for q8_0 products (for VNNI prefill shifted to
+                     unsigned); for AMX (T / 16, n / 32, 16, 32), T rounded up */
     float *scale; /* (T, n / 32); for AMX (T / 16, n / 32, 16) */
 } MatmulScratch;
 

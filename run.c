@@ -117,7 +117,8 @@ typedef struct {
     float *xb;       /* (block, n_embd) LayerNorm output, then the heads' concatenated outputs */
     float *xb2;      /* (block, n_embd) output of a projection, added to the residual */
     float *qkv;      /* (block, 3*n_embd) query, key and value of each position */
-    float *att;      /* (block, n_head, n_ctx) attention weights of each position and head */
+    float *att;      /* (block, n_head, n_ctx) attention weights of each position and head
+                        (block rounded up to 16: a prompt's attention uses it 16 positions at a time) */
     float *qt;       /* (block / 16, n_head, head_size, 16) a prompt's queries, 16 positions at a time */
     float *hb;       /* (block, n_hidden) feed-forward hidden activations */
     float *logits;   /* (block, vocab_size) scores of the next token */
@@ -422,7 +423,6 @@ static void load_model(Transformer *t, const uint8_t *data, size_t size) {
     load_tensors(t);
 }
 
-/* What generation needs beyond the file: the sinusoid table and the run-time buffers. */
 #ifdef Q8_PACKED_PREFILL
 /* With q8_0 weights, prompts go through AMX tile products or AVX512-VNNI kernels that read the
  * weights in their own order (kernels.h's q8_pack): a second copy of every matrix a prompt
@@ -463,6 +463,8 @@ static void pack_for_prefill(Transformer *t) {
 }
 #endif
 
+/* What generation needs beyond the file: the sinusoid table, the run-time buffers and, for
+ * q8_0, the weights rearranged for prefill. */
 static void build_run(Transformer *t) {
     if (t->config.pos_kind == POS_SINUSOIDAL) {
         t->sinusoid = sinusoid_table(t->config.n_ctx, t->config.n_embd);
