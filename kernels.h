@@ -502,8 +502,10 @@ static inline float dot_q8(const int8_t *wq, const float *ws, const int8_t *xq, 
 
 /* ---- q8_0 prefill on weights rearranged at load ---------------------------------------
  * AMX tile products (Intel Sapphire Rapids and later) where the CPU has them and Linux grants
- * the tile state; else, with AVX512-VNNI, 16 rows in the lanes of a register. Both read the
- * weights in the same "VNNI" order, made once by q8_pack(). */
+ * the tile state; else 16 rows in the lanes of registers, with VNNI (AVX-512 or AVX-VNNI) or
+ * AVX2's maddubs. All read the weights in the same "VNNI" order, made once by q8_pack(); the
+ * packing also decides the kernel: with correction terms (tile_corr) for VNNI, without for
+ * AMX or maddubs. */
 
 #if defined(__AMX_INT8__) && defined(__AMX_TILE__) && defined(__AVX512F__) && defined(__linux__)
 #include <sys/syscall.h>
@@ -523,13 +525,16 @@ static inline int amx_available(void) { return 0; }
 
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__)
 #define VNNI_PREFILL 1
-#define Q8_PREFILL_VNNI "avx512-vnni, 16 rows x 8 tokens"
+#define Q8_PREFILL_KERNEL "avx512-vnni, 16 rows x 8 tokens"
 #elif defined(__AVX2__) && defined(__AVXVNNI__)
 #define VNNI_PREFILL 1
-#define Q8_PREFILL_VNNI "avx-vnni, 16 rows x 4 tokens"
+#define Q8_PREFILL_KERNEL "avx-vnni, 16 rows x 4 tokens"
+#elif defined(__AVX2__)
+#define MADDUBS_PREFILL 1
+#define Q8_PREFILL_KERNEL "avx2-maddubs, 16 rows x 4 tokens"
 #endif
 
-#if defined(AMX_PREFILL) || defined(VNNI_PREFILL)
+#if defined(AMX_PREFILL) || defined(VNNI_PREFILL) || defined(MADDUBS_PREFILL)
 #define Q8_PACKED_PREFILL 1
 
 /* Rearrange q8_0 weights (rows, n), rows a multiple of 16, once at load: per block of 16 rows
@@ -732,15 +737,64 @@ static void vnni_rows16(float *out, int d, const float *bias, const uint8_t *xu,
 #endif
 #endif
 
+#ifdef MADDUBS_PREFILL
+/* out rows r0..r0+15 for all T tokens with AVX2 alone: as vnni_rows16 with AVX-VNNI, but each
+ * 4-byte product is maddubs (unsigned x signed bytes to pairs of int16) then madd (pairs to
+ * int32). Unsigned: |w|, and x takes w's sign, so no pair exceeds 2 x 127 x 127 and int16
+ * cannot saturate. xq: the activations' signed quants (T, n); xs: their scales (T, n / 32). */
+static void maddubs_rows16(float *out, int d, const float *bias, const int8_t *xq, const float *xs,
+                           Matrix w, int r0, int T, int n) {
+    int nb = n / 32;
+    const int8_t *wt = w.tiles + (size_t)(r0 / 16) * nb * 512;
+    const float *ws = w.tile_scale + (size_t)(r0 / 16) * nb * 16;
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int t0 = 0; t0 < T; t0 += 4) {
+        const int8_t *xrow[4]; /* past T, repeat the last token (its sums are not stored) */
+        for (int t = 0; t < 4; t++) xrow[t] = xq + (size_t)(t0 + t < T ? t0 + t : T - 1) * n;
+        __m256 lo[4], hi[4];
+        for (int t = 0; t < 4; t++) lo[t] = hi[t] = _mm256_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            __m256i dlo[4], dhi[4];
+            for (int t = 0; t < 4; t++) dlo[t] = dhi[t] = _mm256_setzero_si256();
+            for (int j = 0; j < 8; j++) {
+                const int8_t *line = wt + ((size_t)b * 8 + j) * 64;
+                __m256i wlo = _mm256_loadu_si256((const __m256i *)line),
+                        whi = _mm256_loadu_si256((const __m256i *)(line + 32));
+                __m256i alo = _mm256_abs_epi8(wlo), ahi = _mm256_abs_epi8(whi);
+                for (int t = 0; t < 4; t++) {
+                    int32_t four;
+                    memcpy(&four, xrow[t] + b * 32 + 4 * j, 4);
+                    __m256i xb = _mm256_set1_epi32(four);
+                    dlo[t] = _mm256_add_epi32(dlo[t], _mm256_madd_epi16(_mm256_maddubs_epi16(alo, _mm256_sign_epi8(xb, wlo)), ones));
+                    dhi[t] = _mm256_add_epi32(dhi[t], _mm256_madd_epi16(_mm256_maddubs_epi16(ahi, _mm256_sign_epi8(xb, whi)), ones));
+                }
+            }
+            __m256 slo = _mm256_loadu_ps(ws + b * 16), shi = _mm256_loadu_ps(ws + b * 16 + 8);
+            for (int t = 0; t < 4; t++) {
+                __m256 sx = _mm256_set1_ps(xs[(size_t)(t0 + t < T ? t0 + t : T - 1) * nb + b]);
+                lo[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dlo[t]), _mm256_mul_ps(slo, sx), lo[t]);
+                hi[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dhi[t]), _mm256_mul_ps(shi, sx), hi[t]);
+            }
+        }
+        __m256 blo = bias ? _mm256_loadu_ps(bias + r0) : _mm256_setzero_ps(),
+               bhi = bias ? _mm256_loadu_ps(bias + r0 + 8) : _mm256_setzero_ps();
+        for (int t = 0; t < 4 && t0 + t < T; t++) {
+            _mm256_storeu_ps(out + (size_t)(t0 + t) * d + r0, _mm256_add_ps(lo[t], blo));
+            _mm256_storeu_ps(out + (size_t)(t0 + t) * d + r0 + 8, _mm256_add_ps(hi[t], bhi));
+        }
+    }
+}
+#endif
+
 #ifdef Q8_PACKED_PREFILL
-/* q8_0 prefill of rows 0 .. d/16*16 - 1 from the rearranged weights: AMX tiles when use_amx
- * (which needs w.tiles), else VNNI (which also needs w.tile_corr). The activations are
- * quantized here as everywhere (per token, one scale per 32), in the layout each kernel reads. */
+/* q8_0 prefill of rows 0 .. d/16*16 - 1 from the rearranged weights, with the kernel they were
+ * packed for. The activations are quantized here as everywhere (per token, one scale per 32),
+ * in the layout that kernel reads. */
 static void q8_packed_prefill(float *out, const float *x, Matrix w, const float *bias, int T, int n,
-                              int d, MatmulScratch *scratch, int use_amx) {
+                              int d, MatmulScratch *scratch) {
     int nb = n / 32, t, block;
 #ifdef AMX_PREFILL
-    if (use_amx) { /* activations in AMX order: (T / 16, nb, 16, 32) */
+    if (!w.tile_corr) { /* activations in AMX order: (T / 16, nb, 16, 32) */
 #pragma omp parallel for schedule(static)
         for (t = 0; t < (T + 15) / 16 * 16; t++)
             for (int b = 0; b < nb; b++) {
@@ -759,21 +813,23 @@ static void q8_packed_prefill(float *out, const float *x, Matrix w, const float 
         return;
     }
 #endif
-#ifdef VNNI_PREFILL
-    uint8_t *xu = (uint8_t *)scratch->q; /* activations row by row, shifted to unsigned */
 #pragma omp parallel for schedule(static)
-    for (t = 0; t < T; t++) {
+    for (t = 0; t < T; t++) { /* activations row by row; for VNNI shifted to unsigned */
         quantize_q8(scratch->q + (size_t)t * n, scratch->scale + (size_t)t * nb, x + (size_t)t * n, n);
-        for (int k = 0; k < n; k++) xu[(size_t)t * n + k] = (uint8_t)(scratch->q[(size_t)t * n + k] + 128);
+#ifdef VNNI_PREFILL
+        for (int k = 0; k < n; k++) scratch->q[(size_t)t * n + k] = (int8_t)(uint8_t)(scratch->q[(size_t)t * n + k] + 128);
+#endif
     }
 #pragma omp parallel for schedule(dynamic, 1)
-    for (block = 0; block < d / 16; block++)
-        vnni_rows16(out, d, bias, xu, scratch->scale, w, 16 * block, T, n);
+    for (block = 0; block < d / 16; block++) {
+#if defined(VNNI_PREFILL)
+        vnni_rows16(out, d, bias, (const uint8_t *)scratch->q, scratch->scale, w, 16 * block, T, n);
+#elif defined(MADDUBS_PREFILL)
+        maddubs_rows16(out, d, bias, scratch->q, scratch->scale, w, 16 * block, T, n);
 #endif
-    (void)use_amx;
+    }
 }
 #endif
-
 
 /* ---- the entry point ----------------------------------------------------------------- */
 
@@ -792,8 +848,8 @@ static void matmul(float *out, const float *x, Matrix w, const float *bias, int 
     const float *xs = NULL;
     int i, done_rows = 0;
 #ifdef Q8_PACKED_PREFILL
-    if (T > 1 && w.tiles && (w.tile_corr || amx_available())) { /* packed with corr: VNNI */
-        q8_packed_prefill(out, x, w, bias, T, n, d, scratch, !w.tile_corr);
+    if (T > 1 && w.tiles) {
+        q8_packed_prefill(out, x, w, bias, T, n, d, scratch);
         done_rows = d / 16 * 16;
         if (done_rows == d) return;
         w.tiles = NULL; /* the rows left over go the common way, below */

@@ -424,8 +424,8 @@ static void load_model(Transformer *t, const uint8_t *data, size_t size) {
 }
 
 #ifdef Q8_PACKED_PREFILL
-/* With q8_0 weights, prompts go through AMX tile products or AVX512-VNNI kernels that read the
- * weights in their own order (kernels.h's q8_pack): a second copy of every matrix a prompt
+/* With q8_0 weights, prompts go through AMX tile products or VNNI / maddubs kernels that read
+ * the weights in their own order (kernels.h's q8_pack): a second copy of every matrix a prompt
  * multiplies, made once here, as large as its quants and scales (plus, for VNNI, one int32 per
  * group). Matrices of a layer have a multiple of 16 rows (q8_0 widths are multiples of 32);
  * of the output head, the rows past the last multiple of 16 are left to the other kernels. */
@@ -437,9 +437,13 @@ static size_t packed_values(const Config *c, const TransformerWeights *w, const 
 static void pack_for_prefill(Transformer *t) {
     const Config *c = &t->config;
     if (c->weight_type != WT_Q8_0 || t->state.block < 2) return;
+#if defined(VNNI_PREFILL)
     int corr = !amx_available(); /* without AMX, the VNNI kernel, which needs correction terms */
-#ifndef VNNI_PREFILL
-    if (corr) return;
+#else
+    int corr = 0; /* AMX, or AVX2's maddubs */
+#if !defined(MADDUBS_PREFILL)
+    if (!amx_available()) return;
+#endif
 #endif
     TensorSpec specs[32];
     int n = tensor_list(c, &t->weights, specs);
@@ -1314,8 +1318,8 @@ static void print_info(const Transformer *t, const char *path) {
 #else
     int threads = 1;
 #endif
-#if defined(VNNI_PREFILL)
-    const char *q8_prefill = amx_available() ? "amx" : Q8_PREFILL_VNNI;
+#if defined(Q8_PREFILL_KERNEL)
+    const char *q8_prefill = amx_available() ? "amx" : Q8_PREFILL_KERNEL;
 #else
     const char *q8_prefill = amx_available() ? "amx" : "dot products per token";
 #endif

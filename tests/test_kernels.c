@@ -18,7 +18,7 @@ static void expect_near(const char *what, double got, double want, double tol) {
  * of 32-groups, row counts that leave rows over after whole tiles, token counts that end in a
  * part tile. For q8_0 the reference quantizes the activations with the same quantize_q8, so
  * both sides multiply identical integers and only the summation order differs. */
-enum { FLOAT32, Q8_DOTS, Q8_AMX, Q8_VNNI };
+enum { FLOAT32, Q8_DOTS, Q8_AMX, Q8_PACKED };
 
 static void check_matmul(int n, int d, int T, int kind) {
     int q8 = kind != FLOAT32;
@@ -41,14 +41,16 @@ static void check_matmul(int n, int d, int T, int kind) {
         how = "q8_0 dot products";
     }
 #ifdef Q8_PACKED_PREFILL
-    if (kind == Q8_AMX || kind == Q8_VNNI) { /* as pack_for_prefill() does; corr selects VNNI */
+    if (kind == Q8_AMX || kind == Q8_PACKED) { /* as pack_for_prefill() does */
         size_t values = (size_t)d / 16 * 16 * n;
         tiles = malloc(values + values / 32 * 8);
         m.tiles = tiles;
         m.tile_scale = (float *)(void *)(tiles + values);
-        m.tile_corr = kind == Q8_VNNI ? (int32_t *)(void *)(tiles + values + values / 32 * 4) : NULL;
+#ifdef VNNI_PREFILL
+        if (kind == Q8_PACKED) m.tile_corr = (int32_t *)(void *)(tiles + values + values / 32 * 4);
+#endif
         q8_pack(tiles, (float *)m.tile_scale, (int32_t *)m.tile_corr, wq, ws, (size_t)d / 16 * 16, n);
-        how = kind == Q8_VNNI ? "q8_0 VNNI prefill (" Q8_PREFILL_VNNI ")" : "q8_0 AMX tiles";
+        how = kind == Q8_AMX ? "q8_0 AMX tiles" : "q8_0 packed prefill (" Q8_PREFILL_KERNEL ")";
     }
 #endif
     for (int pass = 0; pass < 2; pass++) { /* all T tokens at once (prefill), then one by one */
@@ -208,8 +210,8 @@ int main(void) {
     for (int i = 0; i < 5; i++) {
         check_matmul(shapes[i][0], shapes[i][1], shapes[i][2], FLOAT32);
         check_matmul(shapes[i][0], shapes[i][1], shapes[i][2], Q8_DOTS);
-#ifdef VNNI_PREFILL
-        check_matmul(shapes[i][0], shapes[i][1], shapes[i][2], Q8_VNNI);
+#ifdef Q8_PREFILL_KERNEL
+        check_matmul(shapes[i][0], shapes[i][1], shapes[i][2], Q8_PACKED);
 #endif
 #ifdef AMX_PREFILL
         if (amx_available()) check_matmul(shapes[i][0], shapes[i][1], shapes[i][2], Q8_AMX);
