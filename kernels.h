@@ -525,6 +525,7 @@ static inline int amx_available(void) { return 0; }
 
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__)
 #define VNNI_PREFILL 1
+#define VNNI512_PREFILL 1
 #define Q8_PREFILL_KERNEL "avx512-vnni, 16 rows x 8 tokens"
 #elif defined(__AVX2__) && defined(__AVXVNNI__)
 #define VNNI_PREFILL 1
@@ -649,14 +650,12 @@ static void amx_rows16(float *out, int d, const float *bias, const int8_t *xa, c
 }
 #endif
 
-#ifdef VNNI_PREFILL
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
-/* out rows r0..r0+15 for all T tokens with VNNI (CPUs without AMX): the 16 rows' int32 sums
- * in the lanes of one register (two with AVX-VNNI's 256 bits), 4 activation bytes of a token
- * broadcast to every lane, 8 tokens (4 with AVX-VNNI) at a time sharing each load of weights.
- * dpbusd multiplies unsigned by signed bytes, so the activations come shifted by +128 (xu,
- * (T, n)) and 128 x the group's weight sum is taken off again (tile_corr). xs: the
- * activations' scales (T, n / 32). */
+#ifdef VNNI512_PREFILL
+/* out rows r0..r0+15 for all T tokens with AVX512-VNNI (CPUs without AMX): the 16 rows' int32
+ * sums in the lanes of one register, 4 activation bytes of a token broadcast to every lane,
+ * 8 tokens at a time sharing each load of weights. dpbusd multiplies unsigned by signed bytes,
+ * so the activations come shifted by +128 (xu, (T, n)) and 128 x the group's weight sum is
+ * taken off again (tile_corr). xs: the activations' scales (T, n / 32). */
 static void vnni_rows16(float *out, int d, const float *bias, const uint8_t *xu, const float *xs,
                         Matrix w, int r0, int T, int n) {
     int nb = n / 32;
@@ -691,71 +690,46 @@ static void vnni_rows16(float *out, int d, const float *bias, const uint8_t *xu,
             _mm512_storeu_ps(out + (size_t)(t0 + t) * d + r0, _mm512_add_ps(acc[t], bv));
     }
 }
-#else /* AVX-VNNI: rows 0..7 and 8..15 of the block in two registers */
-static void vnni_rows16(float *out, int d, const float *bias, const uint8_t *xu, const float *xs,
+#endif
+
+#if defined(Q8_PREFILL_KERNEL) && !defined(VNNI512_PREFILL)
+/* 4-byte products of a token's broadcast activation bytes xb with one line of 8 rows' weights
+ * w, added to the 8 rows' int32 sums: AVX-VNNI's dpbusd (xb shifted to unsigned), or with AVX2
+ * alone maddubs (unsigned x signed bytes to int16 pairs) then madd (pairs to int32), on |w|
+ * and x with w's sign, so that no pair exceeds 2 x 127 x 127 and int16 cannot saturate. */
+static inline __m256i add_dot4(__m256i sums, __m256i xb, __m256i w, __m256i abs_w) {
+#if defined(__AVXVNNI__)
+    (void)abs_w;
+    return _mm256_dpbusd_avx_epi32(sums, xb, w);
+#else
+    __m256i pairs = _mm256_maddubs_epi16(abs_w, _mm256_sign_epi8(xb, w));
+    return _mm256_add_epi32(sums, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+#endif
+}
+
+/* out rows r0..r0+15 for all T tokens with 256-bit registers: as vnni_rows16, rows 0..7 and
+ * 8..15 of the block in two registers, 4 tokens at a time. xq: (T, n) activation quants,
+ * shifted to unsigned for AVX-VNNI (whose correction terms come in tile_corr), signed for
+ * maddubs (no correction); xs: their scales (T, n / 32). */
+static void rows16_avx2(float *out, int d, const float *bias, const int8_t *xq, const float *xs,
                         Matrix w, int r0, int T, int n) {
     int nb = n / 32;
     const int8_t *wt = w.tiles + (size_t)(r0 / 16) * nb * 512;
     const float *ws = w.tile_scale + (size_t)(r0 / 16) * nb * 16;
-    const int32_t *wc = w.tile_corr + (size_t)(r0 / 16) * nb * 16;
-    for (int t0 = 0; t0 < T; t0 += 4) {
-        const uint8_t *xrow[4]; /* past T, repeat the last token (its sums are not stored) */
-        for (int t = 0; t < 4; t++) xrow[t] = xu + (size_t)(t0 + t < T ? t0 + t : T - 1) * n;
-        __m256 lo[4], hi[4];
-        for (int t = 0; t < 4; t++) lo[t] = hi[t] = _mm256_setzero_ps();
-        for (int b = 0; b < nb; b++) {
-            __m256i start_lo = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_loadu_si256((const __m256i *)(wc + b * 16))),
-                    start_hi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_loadu_si256((const __m256i *)(wc + b * 16 + 8)));
-            __m256i dlo[4], dhi[4];
-            for (int t = 0; t < 4; t++) dlo[t] = start_lo, dhi[t] = start_hi;
-            for (int j = 0; j < 8; j++) {
-                const int8_t *line = wt + ((size_t)b * 8 + j) * 64;
-                __m256i wlo = _mm256_loadu_si256((const __m256i *)line), whi = _mm256_loadu_si256((const __m256i *)(line + 32));
-                for (int t = 0; t < 4; t++) {
-                    int32_t four;
-                    memcpy(&four, xrow[t] + b * 32 + 4 * j, 4);
-                    __m256i xb = _mm256_set1_epi32(four);
-                    dlo[t] = _mm256_dpbusd_avx_epi32(dlo[t], xb, wlo);
-                    dhi[t] = _mm256_dpbusd_avx_epi32(dhi[t], xb, whi);
-                }
-            }
-            __m256 slo = _mm256_loadu_ps(ws + b * 16), shi = _mm256_loadu_ps(ws + b * 16 + 8);
-            for (int t = 0; t < 4; t++) {
-                __m256 sx = _mm256_set1_ps(xs[(size_t)(t0 + t < T ? t0 + t : T - 1) * nb + b]);
-                lo[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dlo[t]), _mm256_mul_ps(slo, sx), lo[t]);
-                hi[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dhi[t]), _mm256_mul_ps(shi, sx), hi[t]);
-            }
-        }
-        __m256 blo = bias ? _mm256_loadu_ps(bias + r0) : _mm256_setzero_ps(),
-               bhi = bias ? _mm256_loadu_ps(bias + r0 + 8) : _mm256_setzero_ps();
-        for (int t = 0; t < 4 && t0 + t < T; t++) {
-            _mm256_storeu_ps(out + (size_t)(t0 + t) * d + r0, _mm256_add_ps(lo[t], blo));
-            _mm256_storeu_ps(out + (size_t)(t0 + t) * d + r0 + 8, _mm256_add_ps(hi[t], bhi));
-        }
-    }
-}
-#endif
-#endif
-
-#ifdef MADDUBS_PREFILL
-/* out rows r0..r0+15 for all T tokens with AVX2 alone: as vnni_rows16 with AVX-VNNI, but each
- * 4-byte product is maddubs (unsigned x signed bytes to pairs of int16) then madd (pairs to
- * int32). Unsigned: |w|, and x takes w's sign, so no pair exceeds 2 x 127 x 127 and int16
- * cannot saturate. xq: the activations' signed quants (T, n); xs: their scales (T, n / 32). */
-static void maddubs_rows16(float *out, int d, const float *bias, const int8_t *xq, const float *xs,
-                           Matrix w, int r0, int T, int n) {
-    int nb = n / 32;
-    const int8_t *wt = w.tiles + (size_t)(r0 / 16) * nb * 512;
-    const float *ws = w.tile_scale + (size_t)(r0 / 16) * nb * 16;
-    const __m256i ones = _mm256_set1_epi16(1);
     for (int t0 = 0; t0 < T; t0 += 4) {
         const int8_t *xrow[4]; /* past T, repeat the last token (its sums are not stored) */
         for (int t = 0; t < 4; t++) xrow[t] = xq + (size_t)(t0 + t < T ? t0 + t : T - 1) * n;
         __m256 lo[4], hi[4];
         for (int t = 0; t < 4; t++) lo[t] = hi[t] = _mm256_setzero_ps();
         for (int b = 0; b < nb; b++) {
+            __m256i start_lo = _mm256_setzero_si256(), start_hi = start_lo;
+            if (w.tile_corr) {
+                const int32_t *corr = w.tile_corr + ((size_t)(r0 / 16) * nb + b) * 16;
+                start_lo = _mm256_sub_epi32(start_lo, _mm256_loadu_si256((const __m256i *)corr));
+                start_hi = _mm256_sub_epi32(start_hi, _mm256_loadu_si256((const __m256i *)(corr + 8)));
+            }
             __m256i dlo[4], dhi[4];
-            for (int t = 0; t < 4; t++) dlo[t] = dhi[t] = _mm256_setzero_si256();
+            for (int t = 0; t < 4; t++) dlo[t] = start_lo, dhi[t] = start_hi;
             for (int j = 0; j < 8; j++) {
                 const int8_t *line = wt + ((size_t)b * 8 + j) * 64;
                 __m256i wlo = _mm256_loadu_si256((const __m256i *)line),
@@ -765,8 +739,8 @@ static void maddubs_rows16(float *out, int d, const float *bias, const int8_t *x
                     int32_t four;
                     memcpy(&four, xrow[t] + b * 32 + 4 * j, 4);
                     __m256i xb = _mm256_set1_epi32(four);
-                    dlo[t] = _mm256_add_epi32(dlo[t], _mm256_madd_epi16(_mm256_maddubs_epi16(alo, _mm256_sign_epi8(xb, wlo)), ones));
-                    dhi[t] = _mm256_add_epi32(dhi[t], _mm256_madd_epi16(_mm256_maddubs_epi16(ahi, _mm256_sign_epi8(xb, whi)), ones));
+                    dlo[t] = add_dot4(dlo[t], xb, wlo, alo);
+                    dhi[t] = add_dot4(dhi[t], xb, whi, ahi);
                 }
             }
             __m256 slo = _mm256_loadu_ps(ws + b * 16), shi = _mm256_loadu_ps(ws + b * 16 + 8);
@@ -822,10 +796,10 @@ static void q8_packed_prefill(float *out, const float *x, Matrix w, const float 
     }
 #pragma omp parallel for schedule(dynamic, 1)
     for (block = 0; block < d / 16; block++) {
-#if defined(VNNI_PREFILL)
+#ifdef VNNI512_PREFILL
         vnni_rows16(out, d, bias, (const uint8_t *)scratch->q, scratch->scale, w, 16 * block, T, n);
-#elif defined(MADDUBS_PREFILL)
-        maddubs_rows16(out, d, bias, scratch->q, scratch->scale, w, 16 * block, T, n);
+#else
+        rows16_avx2(out, d, bias, scratch->q, scratch->scale, w, 16 * block, T, n);
 #endif
     }
 }
