@@ -59,12 +59,12 @@ static void die(const char *fmt, ...) {
  * for 2 MB pages (Linux transparent huge pages), which also spares the TLB. Every page gets a
  * volatile write: a memset of calloc'd memory is dropped by the compiler as redundant. */
 #define HUGE_PAGE ((size_t)2 << 20)
-static void *malloc_or_die(size_t n, const char *what) {
+static void *alloc_or_die(size_t n, const char *what, int zeroed) {
     void *p = NULL;
 #ifdef MADV_HUGEPAGE
     if (n >= 2 * HUGE_PAGE && posix_memalign(&p, HUGE_PAGE, n) == 0) {
         madvise(p, n, MADV_HUGEPAGE); /* advice only: 4 KB pages if refused */
-        memset(p, 0, n);
+        if (zeroed) memset(p, 0, n); /* else the caller writes every byte, touching them */
         return p;
     }
 #endif
@@ -73,6 +73,8 @@ static void *malloc_or_die(size_t n, const char *what) {
     for (size_t i = 0; i < n; i += 4096) ((volatile char *)p)[i] = 0;
     return p;
 }
+
+static void *malloc_or_die(size_t n, const char *what) { return alloc_or_die(n, what, 1); }
 
 /* ---------------------------------------------------------------------------------------
  * The model: hyperparameters, weights (pointers into the mapped file), run-time state. */
@@ -437,19 +439,16 @@ static size_t packed_values(const Config *c, const TransformerWeights *w, const 
 static void pack_for_prefill(Transformer *t) {
     const Config *c = &t->config;
     if (c->weight_type != WT_Q8_0 || t->state.block < 2) return;
-#if defined(VNNI_PREFILL)
+#ifdef VNNI_PREFILL
     int corr = !amx_available(); /* without AMX, the VNNI kernel, which needs correction terms */
 #else
-    int corr = 0; /* AMX, or AVX2's maddubs */
-#if !defined(MADDUBS_PREFILL)
-    if (!amx_available()) return;
-#endif
+    int corr = 0; /* AMX or AVX2's maddubs (an AMX build has AVX2, so one of them runs) */
 #endif
     TensorSpec specs[32];
     int n = tensor_list(c, &t->weights, specs);
     size_t per_group = Q8_GROUP + sizeof(float) + (corr ? sizeof(int32_t) : 0), total = 0;
     for (int i = 0; i < n; i++) total += packed_values(c, &t->weights, &specs[i]) / Q8_GROUP * per_group;
-    t->packed_copy = malloc_or_die(total, "the prefill copy of the weights");
+    t->packed_copy = alloc_or_die(total, "the prefill copy of the weights", 0); /* q8_pack fills it */
     int8_t *at = t->packed_copy;
     for (int i = 0; i < n; i++) {
         size_t values = packed_values(c, &t->weights, &specs[i]), groups = values / Q8_GROUP;

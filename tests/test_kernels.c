@@ -30,9 +30,9 @@ static void check_matmul(int n, int d, int T, int kind) {
     for (int i = 0; i < T * n; i++) x[i] = (float)(rng_uniform(&seed) * 6 - 3);
     for (int i = 0; i < d; i++) bias[i] = (float)(rng_uniform(&seed) - 0.5);
     Matrix m = {.f32 = w};
-    int T16 = (T + 31) / 32 * 32;
-    MatmulScratch scratch = {.xt = aligned_alloc(64, sizeof(float) * T16 * n), .q = malloc((size_t)T16 * n),
-                             .scale = malloc(sizeof(float) * T16 * n / 32 + 4)};
+    int T32 = (T + 31) / 32 * 32; /* whole tiles of tokens, as build_state sizes them */
+    MatmulScratch scratch = {.xt = aligned_alloc(64, sizeof(float) * T32 * n), .q = malloc((size_t)T32 * n),
+                             .scale = malloc(sizeof(float) * T32 * n / 32 + 4)};
     int8_t *tiles = NULL;
     const char *how = "float32";
     if (q8) {

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from common import PATHS, REPO, TEXT, TMP, GPTConfig, available, export, gpt2_tokenizer, random_model
+from common import PATHS, REPO, TEXT, TMP, GPTConfig, export, gpt2_tokenizer, random_model
 from compare import c_generate, c_logits, c_tokens, compare_logits
 from export import read_model, write_model
 from model import with_q8_0_activations
@@ -114,7 +114,7 @@ def test_greedy_identical_across_paths_and_threads(weights: str) -> None:
     m = models()
     prompt = m["tok"].decode(c_tokens(binary("native"), m["f32"], TEXT.encode())[:40])
     outs = {}
-    for path in filter(available, PATHS):
+    for path in PATHS:
         for threads in (1, 2, 3):
             outs[path, threads] = c_generate(binary(path), m[weights], prompt, 48, 0.0, 0, 1.0, 1, threads)
     assert len(set(outs.values())) == 1, {k: v[:40] for k, v in outs.items()}
