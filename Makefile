@@ -6,7 +6,7 @@ WARN := -std=c11 -Wall -Wextra -Wshadow -Wno-unknown-pragmas
 # OpenMP when the compiler has it; run.c also builds without it (one thread).
 OPENMP := $(shell echo 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo -fopenmp)
 SOURCES := run.c tokenizer.c
-HEADERS := model.h unicode_tables.h kernels.h
+HEADERS := model.h unicode_tables.h kernels.h kernels_q8.h sampler.h attention_page.h
 MODEL ?= models/kjv.bin
 # The program's file is named by its absolute path so that `make run` can mean "build and run".
 BIN := $(CURDIR)/run
@@ -26,7 +26,7 @@ run: $(BIN)
 deps:
 	@PYTHON=$(PYTHON) bash tests/deps.sh
 
-# The same program for each instruction-set path of kernels.h, for tests/test_paths.py:
+# The same program for each instruction-set path of the kernels, for tests/test_paths.py:
 # portable C, AVX2+FMA, AVX2+FMA+AVX-VNNI, -march=native without AMX (q8_0 prefill on
 # AVX512-VNNI), and -march=native as it is (AVX-512, and AMX where the CPU has it).
 PATHS := scalar avx2 avxvnni avx512vnni native

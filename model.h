@@ -1,6 +1,6 @@
-/* model.h: the weight file format and the declarations run.c and tokenizer.c share.
+/* model.h: the weight file format, and the declarations run.c, the kernels and tokenizer.c share.
  *
- * One self-contained, little-endian, memory-mappable file (SPEC section 2):
+ * One self-contained, little-endian, memory-mappable file, written by export/export.py:
  *
  *   offset              size                  what
  *   0                   256                   FileHeader (field table below)
@@ -49,8 +49,13 @@
  *   blob[bytes_size]         token byte strings, back to back
  *
  * Tensor table entry (64 bytes): name (48 bytes, NUL-padded), offset (8), size (8).
- * The tensors appear in exactly the order of model_tensor_list() below; per-layer tensors are
- * stacked over layers, e.g. attn.c_attn.weight is (n_layer, 3*C, C). Matrices are PyTorch
+ * The tensors appear in exactly this order, those in brackets only when the header says so:
+ *   wte (Vp, C); [wpe (n_ctx, C), learned positions]; per layer, stacked over layers (e.g.
+ *   attn.c_attn.weight is (n_layer, 3*C, C)): ln_1.weight (C), [ln_1.bias], attn.c_attn.weight
+ *   (3*C, C), [attn.c_attn.bias (3*C)], attn.c_proj.weight (C, C), [attn.c_proj.bias],
+ *   ln_2.weight, [ln_2.bias], mlp.c_fc.weight (H, C), [mlp.c_fc.bias (H)], mlp.c_proj.weight
+ *   (C, H), [mlp.c_proj.bias]; then ln_f.weight (C), [ln_f.bias]; [lm_head.weight (Vp, C), when
+ *   not tied]. run.c's tensor_list() and export.py's file_tensors() spell out the same list. Matrices are PyTorch
  * nn.Linear's (out_features, in_features), row-major: out[i] = sum_j W[i][j] * in[j].
  * A q8_0 matrix of n values is n int8 quants, zero padding to a multiple of 4, then n/32
  * float32 scales: value = quant * scale of its group of 32 along the row.
@@ -72,7 +77,7 @@ enum { POS_LEARNED = 0, POS_SINUSOIDAL = 1 };
 enum { WT_F32 = 0, WT_Q8_0 = 1 };
 enum { PRETOK_CHAR = 0, PRETOK_GPT2 = 1, PRETOK_CL100K = 2 };
 #define RANK_NONE 0xFFFFFFFFu
-#define Q8_GROUP 32u
+#define Q8_GROUP 32 /* values per q8_0 scale */
 
 typedef struct {
     uint32_t magic, version, header_size;
@@ -125,5 +130,13 @@ long tokenizer_encode(Tokenizer *t, const uint8_t *text, size_t len, uint32_t **
 
 /* The bytes of token id (length in *len), or NULL for an id outside the vocabulary. */
 const uint8_t *tokenizer_token(const Tokenizer *t, uint32_t id, size_t *len);
+
+/* Length a UTF-8 sequence starting with lead byte b should have (1 for anything invalid). */
+static inline size_t utf8_length(uint8_t b) {
+    if (b >= 0xC2 && b <= 0xDF) return 2;
+    if (b >= 0xE0 && b <= 0xEF) return 3;
+    if (b >= 0xF0 && b <= 0xF4) return 4;
+    return 1;
+}
 
 #endif

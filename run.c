@@ -1,12 +1,15 @@
 /* run.c: a GPT-2 style decoder in pure C (libc + OpenMP).
  *
- * Read top to bottom: errors, the model structs, loading and validating the weight file
- * (format in model.h), the neural-net kernels, the forward pass, the sampler, streaming
- * output, generation and the command line. The forward pass mirrors export/model.py's GPT
- * line for line, so the two can be compared number for number (tests/).
+ * Read top to bottom: errors and memory, the model structs, loading and validating the weight
+ * file (format in model.h), the forward pass, streaming output, generation, the tool modes
+ * (logits, attention picture, perplexity, tokens, info) and the command line. The forward pass
+ * mirrors export/model.py's GPT line for line, so the two can be compared number for number
+ * (tests/). Beneath it: kernels.h (each neural-net operation, and its instruction-set
+ * variants), sampler.h (the next token from the logits), attention_page.h (the --attention
+ * picture), tokenizer.c (byte-level BPE).
  */
 #define _POSIX_C_SOURCE 200809L
-#define _DEFAULT_SOURCE /* syscall() for AMX's permission request in kernels.h */
+#define _DEFAULT_SOURCE /* MADV_HUGEPAGE, and syscall() for the AMX permission in kernels_q8.h */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -14,6 +17,7 @@
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +29,10 @@
 #include <omp.h>
 #endif
 
+#include "attention_page.h"
 #include "kernels.h"
 #include "model.h"
+#include "sampler.h"
 
 /* ---------------------------------------------------------------------------------------
  * Errors: one line on stderr, exit status 1. Fuzz builds (tests/fuzz_*.c) unwind to the
@@ -87,26 +93,31 @@ typedef struct {
     int gelu, bias, tied_head, pos_kind, weight_type;
 } Config;
 
-/* Matrices (kernels.h's Matrix: float32, or q8_0 quants and scales) are stacked over layers;
- * layer_matrix() points at one layer's. Vectors are always float32. */
+/* One transformer block's weights. Matrices (kernels.h's Matrix: float32, or q8_0 quants and
+ * scales) are nn.Linear's (out, in); vectors are float32; biases are NULL in a file without. */
+typedef struct {
+    const float *ln_1_weight;     /* (n_embd) */
+    const float *ln_1_bias;       /* (n_embd) */
+    Matrix c_attn;                /* (3*n_embd, n_embd) fused query, key, value */
+    const float *c_attn_bias;     /* (3*n_embd) */
+    Matrix attn_proj;             /* (n_embd, n_embd) */
+    const float *attn_proj_bias;  /* (n_embd) */
+    const float *ln_2_weight;     /* (n_embd) */
+    const float *ln_2_bias;       /* (n_embd) */
+    Matrix c_fc;                  /* (n_hidden, n_embd) */
+    const float *c_fc_bias;       /* (n_hidden) */
+    Matrix mlp_proj;              /* (n_embd, n_hidden) */
+    const float *mlp_proj_bias;   /* (n_embd) */
+} LayerWeights;
+
 typedef struct {
     Matrix wte;                /* (vocab_padded, n_embd) token embedding */
     const float *wpe;          /* (n_ctx, n_embd) learned positions, or the sinusoid table */
-    const float *ln_1_weight;  /* (layer, n_embd) */
-    const float *ln_1_bias;    /* (layer, n_embd) or NULL */
-    Matrix c_attn;             /* (layer, 3*n_embd, n_embd) fused query, key, value */
-    const float *c_attn_bias;  /* (layer, 3*n_embd) or NULL */
-    Matrix attn_proj;          /* (layer, n_embd, n_embd) */
-    const float *attn_proj_bias;   /* (layer, n_embd) or NULL */
-    const float *ln_2_weight;  /* (layer, n_embd) */
-    const float *ln_2_bias;    /* (layer, n_embd) or NULL */
-    Matrix c_fc;               /* (layer, n_hidden, n_embd) */
-    const float *c_fc_bias;    /* (layer, n_hidden) or NULL */
-    Matrix mlp_proj;           /* (layer, n_embd, n_hidden) */
-    const float *mlp_proj_bias;    /* (layer, n_embd) or NULL */
+    LayerWeights *layer;       /* (n_layer) */
     const float *ln_f_weight;  /* (n_embd) */
     const float *ln_f_bias;    /* (n_embd) or NULL */
-    Matrix lm_head;            /* (vocab_padded, n_embd): wte when tied */
+    Matrix lm_head;            /* (vocab_size, n_embd), the first rows of its (vocab_padded,
+                                  n_embd) tensor, or of wte when tied */
 } TransformerWeights;
 
 /* Prompts go through forward() in blocks of up to PREFILL_BLOCK tokens: enough to keep the
@@ -119,16 +130,18 @@ typedef struct {
     float *xb;       /* (block, n_embd) LayerNorm output, then the heads' concatenated outputs */
     float *xb2;      /* (block, n_embd) output of a projection, added to the residual */
     float *qkv;      /* (block, 3*n_embd) query, key and value of each position */
-    float *att;      /* (block, n_head, n_ctx) attention weights of each position and head
-                        (block rounded up to 16: a prompt's attention uses it 16 positions at a time) */
-    float *qt;       /* (block / 16, n_head, head_size, 16) a prompt's queries, 16 positions at a time */
     float *hb;       /* (block, n_hidden) feed-forward hidden activations */
     float *logits;   /* (block, vocab_size) scores of the next token */
+    float *att;      /* attention()'s scratch, one slice of att_slice floats per (query block,
+                        head): (block / ATTENTION_BLOCK, n_head, att_slice) */
+    size_t att_slice;
     MatmulScratch mm; /* matmul()'s buffers, sized for block tokens */
     float *key_cache;   /* (layer, n_head, n_ctx, head_size) */
     float *value_cache; /* (layer, n_head, n_ctx, head_size) */
     float *att_record;  /* (layer, n_head, T, T) attention weights kept for --attention, or NULL */
     int att_record_len; /* T */
+    /* Set by tests/trace.c only: sees the input and output of every matrix product. */
+    void (*observe_product)(const Matrix *w, const float *x, const float *out, int T);
 } RunState;
 
 typedef struct {
@@ -136,17 +149,18 @@ typedef struct {
     TransformerWeights weights;
     RunState state;
     Tokenizer tokenizer;
-    float *sinusoid;   /* owned (n_ctx, n_embd) table for POS_SINUSOIDAL, else NULL */
-    void *packed_copy; /* owned: the matrices rearranged for q8_0 prefill (pack_for_prefill), or NULL */
+    float *sinusoid;    /* owned (n_ctx, n_embd) table for POS_SINUSOIDAL, else NULL */
+    void *prefill_copy; /* owned: weights rearranged for the prefill kernels, or NULL */
     const uint8_t *data; /* the whole file, mapped */
     size_t file_size;
     int mapped;          /* data came from mmap (and must be unmapped) */
     const FileHeader *header;
+    double load_seconds; /* mapping, checking and preparing the file */
 } Transformer;
 
 /* ---------------------------------------------------------------------------------------
  * Loading: map the file, then check every field, size and offset in 64-bit arithmetic
- * before any weight is touched (SPEC section 2). */
+ * before any weight is touched. */
 
 #define HINT " (re-export the model with export/export.py)"
 
@@ -157,39 +171,44 @@ static uint64_t mul_or_die(uint64_t a, uint64_t b, const char *what) {
     return r;
 }
 
+/* One tensor of the file: its shape (layers, rows, cols), layers = 1 for one not stacked over
+ * layers, and where it goes: dst, plus stride bytes for each further layer (LayerWeights). */
 typedef struct {
     const char *name;
-    uint64_t layers, rows, cols; /* shape (layers, rows, cols); layers = 1 for unstacked */
-    Matrix *matrix;              /* where a matrix goes (quantized in a q8_0 file), or NULL */
-    const float **vector;        /* where a float32 vector or table goes */
+    uint64_t layers, rows, cols;
+    int is_matrix; /* a Matrix (quantized in a q8_0 file), else a const float * */
+    void *dst;
+    size_t stride;
 } TensorSpec;
 
-/* The tensors a header implies, in file order (the exporter writes the same list). */
+/* The tensors a header implies, in file order (model.h; the exporter writes the same list). */
 static int tensor_list(const Config *c, TransformerWeights *w, TensorSpec *out) {
     uint64_t L = (uint64_t)c->n_layer, C = (uint64_t)c->n_embd, H = (uint64_t)c->n_hidden;
     uint64_t Vp = (uint64_t)c->vocab_padded;
+    LayerWeights *l0 = w->layer;
+    size_t S = sizeof(LayerWeights);
     int n = 0;
-#define M(nm, l, r, k, d) out[n++] = (TensorSpec){nm, l, r, k, d, NULL}
-#define V(nm, l, r, k, d) out[n++] = (TensorSpec){nm, l, r, k, NULL, d}
-    M("wte", 1, Vp, C, &w->wte);
-    if (c->pos_kind == POS_LEARNED) V("wpe", 1, (uint64_t)c->n_ctx, C, &w->wpe);
-    V("ln_1.weight", L, 1, C, &w->ln_1_weight);
-    if (c->bias) V("ln_1.bias", L, 1, C, &w->ln_1_bias);
-    M("attn.c_attn.weight", L, 3 * C, C, &w->c_attn);
-    if (c->bias) V("attn.c_attn.bias", L, 1, 3 * C, &w->c_attn_bias);
-    M("attn.c_proj.weight", L, C, C, &w->attn_proj);
-    if (c->bias) V("attn.c_proj.bias", L, 1, C, &w->attn_proj_bias);
-    V("ln_2.weight", L, 1, C, &w->ln_2_weight);
-    if (c->bias) V("ln_2.bias", L, 1, C, &w->ln_2_bias);
-    M("mlp.c_fc.weight", L, H, C, &w->c_fc);
-    if (c->bias) V("mlp.c_fc.bias", L, 1, H, &w->c_fc_bias);
-    M("mlp.c_proj.weight", L, C, H, &w->mlp_proj);
-    if (c->bias) V("mlp.c_proj.bias", L, 1, C, &w->mlp_proj_bias);
-    V("ln_f.weight", 1, 1, C, &w->ln_f_weight);
-    if (c->bias) V("ln_f.bias", 1, 1, C, &w->ln_f_bias);
-    if (!c->tied_head) M("lm_head.weight", 1, Vp, C, &w->lm_head);
-#undef M
-#undef V
+#define MODEL(nm, r, k, m, field) out[n++] = (TensorSpec){nm, 1, r, k, m, &w->field, 0}
+#define LAYER(nm, r, k, m, field) out[n++] = (TensorSpec){nm, L, r, k, m, &l0->field, S}
+    MODEL("wte", Vp, C, 1, wte);
+    if (c->pos_kind == POS_LEARNED) MODEL("wpe", (uint64_t)c->n_ctx, C, 0, wpe);
+    LAYER("ln_1.weight", 1, C, 0, ln_1_weight);
+    if (c->bias) LAYER("ln_1.bias", 1, C, 0, ln_1_bias);
+    LAYER("attn.c_attn.weight", 3 * C, C, 1, c_attn);
+    if (c->bias) LAYER("attn.c_attn.bias", 1, 3 * C, 0, c_attn_bias);
+    LAYER("attn.c_proj.weight", C, C, 1, attn_proj);
+    if (c->bias) LAYER("attn.c_proj.bias", 1, C, 0, attn_proj_bias);
+    LAYER("ln_2.weight", 1, C, 0, ln_2_weight);
+    if (c->bias) LAYER("ln_2.bias", 1, C, 0, ln_2_bias);
+    LAYER("mlp.c_fc.weight", H, C, 1, c_fc);
+    if (c->bias) LAYER("mlp.c_fc.bias", 1, H, 0, c_fc_bias);
+    LAYER("mlp.c_proj.weight", C, H, 1, mlp_proj);
+    if (c->bias) LAYER("mlp.c_proj.bias", 1, C, 0, mlp_proj_bias);
+    MODEL("ln_f.weight", 1, C, 0, ln_f_weight);
+    if (c->bias) MODEL("ln_f.bias", 1, C, 0, ln_f_bias);
+    if (!c->tied_head) MODEL("lm_head.weight", Vp, C, 1, lm_head);
+#undef MODEL
+#undef LAYER
     return n;
 }
 
@@ -198,9 +217,29 @@ static uint64_t q8_scales_offset(uint64_t n) { return (n + 3) & ~(uint64_t)3; }
 
 static uint64_t tensor_bytes(const Config *c, const TensorSpec *t) {
     uint64_t n = mul_or_die(mul_or_die(t->layers, t->rows, t->name), t->cols, t->name);
-    if (c->weight_type == WT_Q8_0 && t->matrix) /* quants, pad to 4, one float per group */
+    if (c->weight_type == WT_Q8_0 && t->is_matrix) /* quants, pad to 4, one float per group */
         return q8_scales_offset(n) + n / Q8_GROUP * 4;
     return mul_or_die(n, 4, t->name);
+}
+
+/* Point each layer's Matrix or vector at its part of the tensor's data. */
+static void place_tensor(const Config *c, const TensorSpec *t, const uint8_t *data) {
+    uint64_t per_layer = t->rows * t->cols, count = t->layers * per_layer;
+    for (uint64_t l = 0; l < t->layers; l++) {
+        void *dst = (char *)t->dst + l * t->stride;
+        if (!t->is_matrix) {
+            *(const float **)dst = (const float *)(const void *)data + l * per_layer;
+            continue;
+        }
+        Matrix *m = dst;
+        *m = (Matrix){.type = c->weight_type, .rows = (int)t->rows, .cols = (int)t->cols};
+        if (c->weight_type == WT_F32) {
+            m->f32 = (const float *)(const void *)data + l * per_layer;
+        } else {
+            m->q = (const int8_t *)data + l * per_layer;
+            m->scale = (const float *)(const void *)(data + q8_scales_offset(count)) + l * per_layer / Q8_GROUP;
+        }
+    }
 }
 
 /* A header field must lie in [lo, hi]; the message names the field and the value found. */
@@ -248,7 +287,7 @@ static void load_header(Transformer *t) {
     else {
         field("group_size", h->group_size, Q8_GROUP, Q8_GROUP);
         if (c->n_embd % Q8_GROUP || c->n_hidden % Q8_GROUP)
-            die("model file: q8_0 needs n_embd and n_hidden to be multiples of %u, found %d and %d",
+            die("model file: q8_0 needs n_embd and n_hidden to be multiples of %d, found %d and %d",
                 Q8_GROUP, c->n_embd, c->n_hidden);
     }
     if (c->n_embd % c->n_head)
@@ -298,7 +337,7 @@ static void check_integrity(const Transformer *t, uint64_t meta_end) {
 static void load_tensors(Transformer *t) {
     const FileHeader *h = t->header;
     Config *c = &t->config;
-    uint64_t file_size = t->file_size;
+    t->weights.layer = malloc_or_die((size_t)c->n_layer * sizeof(LayerWeights), "layers");
     TensorSpec specs[32];
     int n = tensor_list(c, &t->weights, specs);
     if (h->n_tensors != (uint32_t)n)
@@ -323,18 +362,12 @@ static void load_tensors(Transformer *t) {
         if (e.offset < end)
             die("model file: tensor '%s' at offset %llu overlaps what comes before it (ends at %llu)",
                 e.name, (unsigned long long)e.offset, (unsigned long long)end);
-        check_range(e.name, e.offset, e.size, file_size);
-        const uint8_t *at = t->data + e.offset;
-        if (specs[i].vector) *specs[i].vector = (const float *)(const void *)at;
-        else if (c->weight_type == WT_F32) specs[i].matrix->f32 = (const float *)(const void *)at;
-        else {
-            uint64_t count = specs[i].layers * specs[i].rows * specs[i].cols;
-            specs[i].matrix->q = (const int8_t *)at;
-            specs[i].matrix->scale = (const float *)(const void *)(at + q8_scales_offset(count));
-        }
+        check_range(e.name, e.offset, e.size, t->file_size);
+        place_tensor(c, &specs[i], t->data + e.offset);
         end = e.offset + e.size;
     }
     if (c->tied_head) t->weights.lm_head = t->weights.wte;
+    t->weights.lm_head.rows = c->vocab_size; /* padded rows are never computed */
 }
 
 /* The fixed encoding of "Attention Is All You Need" (section 3.5), computed in double like
@@ -362,33 +395,26 @@ static void build_state(RunState *s, const Config *c) {
     s->xb = malloc_or_die(B * C * sizeof(float), "xb");
     s->xb2 = malloc_or_die(B * C * sizeof(float), "xb2");
     s->qkv = malloc_or_die(B * 3 * C * sizeof(float), "qkv");
-    s->att = malloc_or_die((B + 15) / 16 * 16 * (size_t)c->n_head * (size_t)c->n_ctx * sizeof(float), "att");
-    s->qt = malloc_or_die((B + 15) / 16 * 16 * C * sizeof(float), "queries");
     s->hb = malloc_or_die(B * H * sizeof(float), "hb");
     s->logits = malloc_or_die(B * (size_t)c->vocab_size * sizeof(float), "logits");
-    size_t B16 = (B + 15) / 16 * 16, widest = C > H ? C : H; /* AMX takes tokens 16 at a time */
-    s->mm.q = malloc_or_die(B16 * widest, "quantized activations");
-    s->mm.scale = malloc_or_die(B16 * widest / Q8_GROUP * sizeof(float) + 4, "scales");
-#ifdef TILE_ROWS
-    if (c->weight_type == WT_F32 && B > 1) { /* float32 prefill tiles take the tokens transposed */
-        size_t T32 = (B + TILE_TOKENS - 1) / TILE_TOKENS * TILE_TOKENS;
-        s->mm.xt = aligned_alloc(64, widest * T32 * sizeof(float));
-        if (!s->mm.xt) die("out of memory for the prefill buffer");
-    }
-#endif
+    s->att_slice = attention_scratch_floats(c->n_ctx, c->head_size);
+    size_t blocks = (B + ATTENTION_BLOCK - 1) / ATTENTION_BLOCK * (size_t)c->n_head;
+    s->att = malloc_or_die(blocks * s->att_slice * sizeof(float), "attention");
+    if (!matmul_scratch_init(&s->mm, s->block, C > H ? (int)C : (int)H, c->weight_type))
+        die("out of memory for the matrix products' buffers");
     s->key_cache = malloc_or_die((size_t)cache, "key cache");
     s->value_cache = malloc_or_die((size_t)cache, "value cache");
 }
 
 static void free_state(RunState *s) {
-    free(s->x); free(s->xb); free(s->xb2); free(s->qkv); free(s->att); free(s->qt); free(s->hb);
-    free(s->logits); free(s->mm.q); free(s->mm.scale); free(s->mm.xt);
+    free(s->x); free(s->xb); free(s->xb2); free(s->qkv); free(s->hb); free(s->logits); free(s->att);
+    matmul_scratch_free(&s->mm);
     free(s->key_cache); free(s->value_cache);
 }
 
 /* Validate a whole model file held in memory and point the weights into it. Every offset and
  * size is checked against size before it is used; nothing is allocated but the tokenizer's
- * index. Also the entry point of the loader's fuzz target. */
+ * index and the list of layers. Also the entry point of the loader's fuzz target. */
 static void load_model(Transformer *t, const uint8_t *data, size_t size) {
     t->data = data;
     t->file_size = size;
@@ -425,62 +451,45 @@ static void load_model(Transformer *t, const uint8_t *data, size_t size) {
     load_tensors(t);
 }
 
-#ifdef Q8_PACKED_PREFILL
-/* With q8_0 weights, prompts go through AMX tile products or VNNI / maddubs kernels that read
- * the weights in their own order (kernels.h's q8_pack): a second copy of every matrix a prompt
- * multiplies, made once here, as large as its quants and scales (plus, for VNNI, one int32 per
- * group). Matrices of a layer have a multiple of 16 rows (q8_0 widths are multiples of 32);
- * of the output head, the rows past the last multiple of 16 are left to the other kernels. */
-static size_t packed_values(const Config *c, const TransformerWeights *w, const TensorSpec *spec) {
-    if (!spec->matrix || (spec->matrix == &w->wte && !c->tied_head)) return 0; /* wte: a lookup */
-    return spec->layers * (spec->rows / 16 * 16) * spec->cols;
-}
-
-static void pack_for_prefill(Transformer *t) {
-    const Config *c = &t->config;
-    if (c->weight_type != WT_Q8_0 || t->state.block < 2) return;
-#ifdef VNNI_PREFILL
-    int corr = !amx_available(); /* without AMX, the VNNI kernel, which needs correction terms */
-#else
-    int corr = 0; /* AMX or AVX2's maddubs (an AMX build has AVX2, so one of them runs) */
-#endif
-    TensorSpec specs[32];
-    int n = tensor_list(c, &t->weights, specs);
-    size_t per_group = Q8_GROUP + sizeof(float) + (corr ? sizeof(int32_t) : 0), total = 0;
-    for (int i = 0; i < n; i++) total += packed_values(c, &t->weights, &specs[i]) / Q8_GROUP * per_group;
-    t->packed_copy = alloc_or_die(total, "the prefill copy of the weights", 0); /* q8_pack fills it */
-    int8_t *at = t->packed_copy;
-    for (int i = 0; i < n; i++) {
-        size_t values = packed_values(c, &t->weights, &specs[i]), groups = values / Q8_GROUP;
-        if (values == 0) continue;
-        Matrix *m = specs[i].matrix;
-        float *scales = (float *)(void *)(at + values);
-        int32_t *corrections = corr ? (int32_t *)(void *)(scales + groups) : NULL;
-        q8_pack(at, scales, corrections, m->q, m->scale, values / specs[i].cols, (int)specs[i].cols);
-        m->tiles = at;
-        m->tile_scale = scales;
-        m->tile_corr = corrections;
-        at += groups * per_group;
-    }
-    if (c->tied_head) t->weights.lm_head = t->weights.wte;
-}
-#endif
-
 /* What generation needs beyond the file: the sinusoid table, the run-time buffers and, for
- * q8_0, the weights rearranged for prefill. */
+ * the kernels that want it, the weights a prompt's prefill multiplies rearranged once
+ * (kernels.h's prepare_for_prefill). */
 static void build_run(Transformer *t) {
-    if (t->config.pos_kind == POS_SINUSOIDAL) {
-        t->sinusoid = sinusoid_table(t->config.n_ctx, t->config.n_embd);
-        t->weights.wpe = t->sinusoid;
+    const Config *c = &t->config;
+    TransformerWeights *w = &t->weights;
+    if (c->pos_kind == POS_SINUSOIDAL) {
+        t->sinusoid = sinusoid_table(c->n_ctx, c->n_embd);
+        w->wpe = t->sinusoid;
     }
-    build_state(&t->state, &t->config);
-#ifdef Q8_PACKED_PREFILL
-    pack_for_prefill(t);
-#endif
+    build_state(&t->state, c);
+    if (t->state.block < 2) return; /* no prefill */
+    int count = 0;
+    Matrix **prefill = malloc_or_die((4 * (size_t)c->n_layer + 1) * sizeof(Matrix *), "matrix list");
+    for (int l = 0; l < c->n_layer; l++) {
+        LayerWeights *L = &w->layer[l];
+        prefill[count++] = &L->c_attn;
+        prefill[count++] = &L->attn_proj;
+        prefill[count++] = &L->c_fc;
+        prefill[count++] = &L->mlp_proj;
+    }
+    prefill[count++] = &w->lm_head;
+    size_t bytes = prepare_for_prefill(prefill, count, NULL);
+    if (bytes) {
+        t->prefill_copy = alloc_or_die(bytes, "the prefill copy of the weights", 0); /* every byte written */
+        prepare_for_prefill(prefill, count, t->prefill_copy);
+    }
+    free(prefill);
+}
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static void build_transformer(Transformer *t, const char *path) {
     memset(t, 0, sizeof *t);
+    double start = now_seconds();
     int fd = open(path, O_RDONLY);
     if (fd < 0) die("cannot open model file '%s': %s", path, strerror(errno));
     struct stat st;
@@ -497,101 +506,46 @@ static void build_transformer(Transformer *t, const char *path) {
     t->mapped = 1;
     load_model(t, map, (size_t)st.st_size);
     if (t->config.n_layer > 0) build_run(t);
+    t->load_seconds = now_seconds() - start;
 }
 
 /* Frees whatever was built, also after a load that stopped part-way (fuzzing). */
 static void free_transformer(Transformer *t) {
     free_state(&t->state);
+    free(t->weights.layer);
     free(t->sinusoid);
-    free(t->packed_copy);
+    free(t->prefill_copy);
     tokenizer_free(&t->tokenizer);
     if (t->mapped) munmap((void *)t->data, t->file_size);
     memset(t, 0, sizeof *t);
 }
 
 /* ---------------------------------------------------------------------------------------
- * Neural-net blocks. Each kernel writes its first argument. */
+ * The forward pass for T tokens at positions pos .. pos+T-1 (T = 1 when generating, up to
+ * state.block for a prompt). It fills the key/value cache and returns the logits of the last
+ * position, or of every position, (T, vocab_size), when all_logits is set. Mirrors GPT.forward
+ * in export/model.py: every step below works on all T positions at once, with the operations
+ * of kernels.h. */
 
-/* LayerNorm over size values: (x - mean) / sqrt(variance + eps) * weight + bias. */
-static void layernorm(float *out, const float *x, const float *weight, const float *bias,
-                      int size, float eps) {
-    float mean = 0.0f, var = 0.0f;
-    for (int i = 0; i < size; i++) mean += x[i];
-    mean /= size;
-    for (int i = 0; i < size; i++) var += (x[i] - mean) * (x[i] - mean);
-    var /= size;
-    float inv_std = 1.0f / sqrtf(var + eps);
-    for (int i = 0; i < size; i++)
-        out[i] = (x[i] - mean) * inv_std * weight[i] + (bias ? bias[i] : 0.0f);
-}
-
-/* One layer's (rows, cols) matrix out of a stack over layers. */
-static Matrix layer_matrix(Matrix m, int layer, size_t rows, size_t cols) {
-    size_t n = (size_t)layer * rows * cols;
-    if (m.f32) return (Matrix){.f32 = m.f32 + n};
-    return (Matrix){.q = m.q + n, .scale = m.scale + n / Q8_GROUP,
-                    .tiles = m.tiles ? m.tiles + n : NULL,
-                    .tile_scale = m.tile_scale ? m.tile_scale + n / Q8_GROUP : NULL,
-                    .tile_corr = m.tile_corr ? m.tile_corr + n / Q8_GROUP : NULL};
-}
-
-/* nn.Linear on T positions: out (T, d) = x (T, n) @ W^T + bias; the kernels are in kernels.h
- * (a matrix-vector product split over rows when T = 1, cache-blocked tiles when T > 1). */
-static void linear(RunState *s, float *out, const float *x, Matrix w, const float *bias, int T,
-                   int n, int d) {
-    matmul(out, x, w, bias, T, n, d, &s->mm);
-}
-
-/* In-place softmax: subtract the max for stability, exponentiate, normalise. */
-static void softmax(float *x, int size) {
-    float max = x[0];
-    for (int i = 1; i < size; i++) if (x[i] > max) max = x[i];
-    float sum = exp_and_sum(x, size, max); /* x[i] = exp(x[i] - max), kernels.h */
-    for (int i = 0; i < size; i++) x[i] /= sum;
-}
-
-/* GELU, either GPT-2's tanh approximation or the exact erf form (nanoGPT's nn.GELU()). */
-static void gelu_span(float *x, int size, int kind) {
-#if defined(__AVX512F__)
-    if (kind == GELU_TANH) { gelu_tanh_avx512(x, size); return; }
-#endif
-    for (int i = 0; i < size; i++) {
-        float v = x[i];
-        if (kind == GELU_TANH)
-            x[i] = 0.5f * v * (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));
-        else
-            x[i] = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+/* token embedding plus positional encoding, into x (n_embd) */
+static void embed(const Transformer *t, float *x, uint32_t token, int pos) {
+    int C = t->config.n_embd;
+    const Matrix *wte = &t->weights.wte;
+    const float *position = t->weights.wpe + (size_t)pos * C;
+    if (wte->type == WT_F32) {
+        const float *row = wte->f32 + (size_t)token * C;
+        for (int i = 0; i < C; i++) x[i] = row[i] + position[i];
+    } else { /* a q8_0 row: quant times its group's scale */
+        const int8_t *q = wte->q + (size_t)token * C;
+        const float *scale = wte->scale + (size_t)token * C / Q8_GROUP;
+        for (int i = 0; i < C; i++) x[i] = q[i] * scale[i / Q8_GROUP] + position[i];
     }
 }
 
-/* Element-wise steps over a prompt's block are split between threads in spans of SPAN values;
- * one token's (generation) stay on one thread, where starting the others would cost more. */
-#define SPAN 8192
-
-static void gelu(float *x, int size, int kind) {
-    int at;
-#pragma omp parallel for schedule(static) if (size > SPAN)
-    for (at = 0; at < size; at += SPAN) gelu_span(x + at, size - at < SPAN ? size - at : SPAN, kind);
-}
-
-static void residual_add(float *x, const float *delta, int size) {
-    int i;
-#pragma omp parallel for schedule(static) if (size > SPAN)
-    for (i = 0; i < size; i++) x[i] += delta[i];
-}
-
-static float dot(const float *a, const float *b, int n) { return dot_f32(a, b, n); }
-
-/* One head of causal attention for the query at position pos: weights over keys 0..pos
- * (later positions are masked, i.e. never looked at), then the weighted sum of values.
- * keys, values: (n_ctx, head_size) of this head; att: (n_ctx) scratch; out: (head_size). */
-static void attention_head(float *out, float *att, const float *query, const float *keys,
-                           const float *values, int pos, int head_size) {
-    float scale = 1.0f / sqrtf((float)head_size);
-    for (int t = 0; t <= pos; t++)
-        att[t] = dot(query, keys + (size_t)t * head_size, head_size) * scale;
-    softmax(att, pos + 1);
-    weighted_sum(out, att, values, pos + 1, head_size); /* kernels.h */
+/* nn.Linear on T positions: out (T, rows) = x (T, cols) @ W^T + bias */
+static void linear(RunState *s, float *out, const float *x, const Matrix *w, const float *bias, int T) {
+    matmul(out, x, w, bias, T, &s->mm);
+    if (s->observe_product) s->observe_product(w, x, out, T);
 }
 
 /* Layer l's keys and values of positions pos..pos+T-1 (from qkv) into the cache. */
@@ -611,71 +565,29 @@ static void store_keys_values(Transformer *t, int l, int T, int pos) {
 }
 
 /* Causal attention of positions pos..pos+T-1 in layer l, every head: the queries in qkv, keys
- * and values in the cache; each (position, head) writes its head_size slice of xb. A prompt
- * with AVX-512 goes 16 positions of a head at a time (kernels.h's attention_queries16, the
- * same computation with the positions in a register's lanes); otherwise attention_head() per
- * (position, head), which also keeps the weights for --attention. */
+ * and values in the cache; each head's output is its head_size slice of xb. The work is split
+ * between threads by (block of up to ATTENTION_BLOCK positions, head). */
 static void multi_head_attention(Transformer *t, int l, int T, int pos) {
     const Config *c = &t->config;
     RunState *s = &t->state;
     int C = c->n_embd, hs = c->head_size, n_head = c->n_head, job;
+    int blocks = (T + ATTENTION_BLOCK - 1) / ATTENTION_BLOCK, len = s->att_record_len;
     size_t C3 = 3 * (size_t)C, layer_cache = (size_t)l * n_head * c->n_ctx * hs;
-#if defined(__AVX512F__)
-    if (T > 1 && hs % 16 == 0 && !s->att_record) {
 #pragma omp parallel for schedule(dynamic, 1)
-        for (job = 0; job < (T + 15) / 16 * n_head; job++) {
-            int i = job / n_head * 16, h = job % n_head;
-            size_t head_cache = layer_cache + (size_t)h * c->n_ctx * hs;
-            attention_queries16(s->xb + (size_t)i * C + h * hs, C, s->att + (size_t)job * 16 * c->n_ctx,
-                                s->qt + (size_t)job * 16 * hs, s->qkv + i * C3 + h * hs, (int)C3,
-                                s->key_cache + head_cache, s->value_cache + head_cache, pos + i,
-                                T - i < 16 ? T - i : 16, hs);
-        }
-        return;
-    }
-#endif
-#pragma omp parallel for schedule(dynamic, 1)
-    for (job = 0; job < T * n_head; job++) {
-        int i = job / n_head, h = job % n_head;
+    for (job = 0; job < blocks * n_head; job++) {
+        int i = job / n_head * ATTENTION_BLOCK, h = job % n_head;
         size_t head_cache = layer_cache + (size_t)h * c->n_ctx * hs;
-        attention_head(s->xb + (size_t)i * C + h * hs, s->att + (size_t)job * c->n_ctx,
-                       s->qkv + i * C3 + h * hs, s->key_cache + head_cache,
-                       s->value_cache + head_cache, pos + i, hs);
+        AttentionBlock b = {
+            .query = s->qkv + i * C3 + h * hs, .query_stride = (int)C3,
+            .keys = s->key_cache + head_cache, .values = s->value_cache + head_cache,
+            .out = s->xb + (size_t)i * C + h * hs, .out_stride = C,
+            .pos = pos + i, .nq = min_int(ATTENTION_BLOCK, T - i), .head_size = hs,
+            /* for the attention picture: row pos+i of this head's (len, len) weights */
+            .weights = s->att_record ? s->att_record + (((size_t)l * n_head + h) * len + pos + i) * len : NULL,
+            .weights_stride = len,
+        };
+        attention(&b, s->att + (size_t)job * s->att_slice);
     }
-    if (s->att_record) /* keep the weights for the attention picture */
-        for (int i = 0; i < T; i++)
-            for (int h = 0; h < n_head; h++)
-                memcpy(s->att_record + (((size_t)l * n_head + h) * s->att_record_len + pos + i) *
-                                           s->att_record_len,
-                       s->att + ((size_t)i * n_head + h) * c->n_ctx, (size_t)(pos + i + 1) * sizeof(float));
-}
-
-/* ---------------------------------------------------------------------------------------
- * The forward pass for T tokens at positions pos .. pos+T-1 (T = 1 when generating, up to
- * state.block for a prompt). It fills the key/value cache and returns the logits of the last
- * position, or of every position, (T, vocab_size), when all_logits is set. Mirrors GPT.forward
- * in export/model.py: every step below works on all T positions at once. */
-
-static void embed(const Transformer *t, float *x, uint32_t token, int pos) {
-    int C = t->config.n_embd;
-    Matrix wte = t->weights.wte;
-    const float *position = t->weights.wpe + (size_t)pos * C;
-    if (wte.f32) {
-        const float *tok = wte.f32 + (size_t)token * C;
-        for (int i = 0; i < C; i++) x[i] = tok[i] + position[i];
-    } else { /* a q8_0 row: quant times its group's scale */
-        const int8_t *q = wte.q + (size_t)token * C;
-        const float *scale = wte.scale + (size_t)token * C / Q8_GROUP;
-        for (int i = 0; i < C; i++) x[i] = q[i] * scale[i / Q8_GROUP] + position[i];
-    }
-}
-
-static void layernorm_rows(float *out, const float *x, const float *weight, const float *bias,
-                           int T, int size, float eps) {
-    int i;
-#pragma omp parallel for schedule(static) if (T > 1)
-    for (i = 0; i < T; i++)
-        layernorm(out + (size_t)i * size, x + (size_t)i * size, weight, bias, size, eps);
 }
 
 static float *forward(Transformer *t, const uint32_t *tokens, int T, int pos, int all_logits) {
@@ -683,21 +595,17 @@ static float *forward(Transformer *t, const uint32_t *tokens, int T, int pos, in
     const TransformerWeights *w = &t->weights;
     RunState *s = &t->state;
     int C = c->n_embd, H = c->n_hidden;
-    size_t C3 = 3 * (size_t)C;
     float *x = s->x;
 
     /* token embedding plus positional encoding */
     for (int i = 0; i < T; i++) embed(t, x + (size_t)i * C, tokens[i], pos + i);
 
     for (int l = 0; l < c->n_layer; l++) {
-        size_t lC = (size_t)l * C;
-        const float *bias_or_null; /* biases exist for all or none of the layers' parts */
+        const LayerWeights *L = &w->layer[l];
 
         /* attention: LayerNorm, fused query/key/value projection */
-        layernorm_rows(s->xb, x, w->ln_1_weight + lC, c->bias ? w->ln_1_bias + lC : NULL, T, C,
-                       c->ln_eps);
-        bias_or_null = c->bias ? w->c_attn_bias + l * C3 : NULL;
-        linear(s, s->qkv, s->xb, layer_matrix(w->c_attn, l, C3, C), bias_or_null, T, C, (int)C3);
+        layernorm(s->xb, x, L->ln_1_weight, L->ln_1_bias, T, C, c->ln_eps);
+        linear(s, s->qkv, s->xb, &L->c_attn, L->c_attn_bias, T);
 
         /* causal multi-head attention: each position's key and value go to the cache, then each
          * (position, head) attends over the cache up to its position and writes its slice of xb */
@@ -705,27 +613,23 @@ static float *forward(Transformer *t, const uint32_t *tokens, int T, int pos, in
         multi_head_attention(t, l, T, pos);
 
         /* output projection and residual */
-        bias_or_null = c->bias ? w->attn_proj_bias + lC : NULL;
-        linear(s, s->xb2, s->xb, layer_matrix(w->attn_proj, l, C, C), bias_or_null, T, C, C);
+        linear(s, s->xb2, s->xb, &L->attn_proj, L->attn_proj_bias, T);
         residual_add(x, s->xb2, T * C);
 
         /* feed-forward: LayerNorm, expand, GELU, project back, residual */
-        layernorm_rows(s->xb, x, w->ln_2_weight + lC, c->bias ? w->ln_2_bias + lC : NULL, T, C,
-                       c->ln_eps);
-        bias_or_null = c->bias ? w->c_fc_bias + (size_t)l * H : NULL;
-        linear(s, s->hb, s->xb, layer_matrix(w->c_fc, l, H, C), bias_or_null, T, C, H);
+        layernorm(s->xb, x, L->ln_2_weight, L->ln_2_bias, T, C, c->ln_eps);
+        linear(s, s->hb, s->xb, &L->c_fc, L->c_fc_bias, T);
         gelu(s->hb, T * H, c->gelu);
-        bias_or_null = c->bias ? w->mlp_proj_bias + lC : NULL;
-        linear(s, s->xb2, s->hb, layer_matrix(w->mlp_proj, l, C, H), bias_or_null, T, H, C);
+        linear(s, s->xb2, s->hb, &L->mlp_proj, L->mlp_proj_bias, T);
         residual_add(x, s->xb2, T * C);
     }
 
-    /* final LayerNorm and the output head, for the last position unless all are wanted;
-     * padded vocabulary rows are never computed */
+    /* final LayerNorm and the output head (vocab_size rows: padded ones are never computed),
+     * for the last position unless all are wanted */
     int first = all_logits ? 0 : T - 1;
-    layernorm_rows(x + (size_t)first * C, x + (size_t)first * C, w->ln_f_weight, w->ln_f_bias,
-                   T - first, C, c->ln_eps);
-    linear(s, s->logits, x + (size_t)first * C, w->lm_head, NULL, T - first, C, c->vocab_size);
+    float *last = x + (size_t)first * C;
+    layernorm(last, last, w->ln_f_weight, w->ln_f_bias, T - first, C, c->ln_eps);
+    linear(s, s->logits, last, &w->lm_head, NULL, T - first);
     return s->logits;
 }
 
@@ -734,158 +638,13 @@ static int block_at(const Transformer *t, long pos, long end) {
     return end - pos < t->state.block ? (int)(end - pos) : t->state.block;
 }
 
-/* The tokens ids[0..n) at positions 0..n-1 through forward() in blocks (the prompt's prefill);
- * returns the last position's logits. */
+/* The tokens ids[0..n) at positions 0..n-1 through forward() in blocks of up to state.block
+ * (the prompt's prefill); returns the last position's logits. */
 static float *prefill(Transformer *t, const uint32_t *ids, long n) {
     float *logits = NULL;
     for (long pos = 0; pos < n; pos += t->state.block)
         logits = forward(t, ids + pos, block_at(t, pos, n), (int)pos, 0);
     return logits;
-}
-
-/* ---------------------------------------------------------------------------------------
- * The sampler. export/model.py's generate() reproduces it exactly:
- *
- *   random generator: xorshift64* (Vigna, "An experimental exploration of Marsaglia's
- *     xorshift generators", 2016): state ^= state >> 12; state ^= state << 25;
- *     state ^= state >> 27; output = state * 0x2545F4914F6CDD1D (mod 2^64).
- *     Seeding: state = seed + 0x9E3779B97F4A7C15 (mod 2^64), or 1 if that is 0.
- *     uniform() = (output >> 11) * 2^-53, in [0, 1).
- *   temperature 0: the argmax (lowest id on ties); no random number is drawn.
- *   otherwise, in double precision:
- *     1. p_i = exp(z_i - max z) / sum_j exp(z_j - max z), z = logits / temperature, for the
- *        real vocabulary only, sums taken in id order;
- *     2. candidates ordered by p descending, ties by lower id;
- *     3. top-k (k > 0): keep the first k candidates;
- *     4. top-p (p < 1): keep the shortest prefix whose running sum reaches p * mass, where
- *        mass = 1 without top-k, else the sum of the k kept p (in order);
- *     5. the kept candidates are put back in id order; r = uniform() * (sum of their p, in id
- *        order); the chosen token is the first whose running sum exceeds r (the last one if
- *        rounding leaves none). Walking in id order, not probability order, keeps the choice
- *        stable when near-equal probabilities would sort differently after rounding noise.
- *   Exactly one uniform() is drawn per sampled token.
- */
-
-typedef struct {
-    uint64_t rng_state;
-    double temperature;
-    int top_k;
-    double top_p;
-    double *probs;   /* (vocab_size) */
-    double *scratch; /* (vocab_size) for finding the k-th largest probability */
-    int *candidates; /* (vocab_size) ids, sorted by probability */
-} Sampler;
-
-static uint64_t rng_next(uint64_t *state) {
-    *state ^= *state >> 12;
-    *state ^= *state << 25;
-    *state ^= *state >> 27;
-    return *state * 0x2545F4914F6CDD1Dull;
-}
-
-static double rng_uniform(uint64_t *state) {
-    return (double)(rng_next(state) >> 11) * (1.0 / 9007199254740992.0);
-}
-
-static void build_sampler(Sampler *s, int vocab_size, double temperature, int top_k, double top_p,
-                          uint64_t seed) {
-    s->rng_state = seed + 0x9E3779B97F4A7C15ull;
-    if (s->rng_state == 0) s->rng_state = 1;
-    s->temperature = temperature;
-    s->top_k = top_k;
-    s->top_p = top_p;
-    s->probs = malloc_or_die((size_t)vocab_size * sizeof(double), "sampler");
-    s->scratch = malloc_or_die((size_t)vocab_size * sizeof(double), "sampler");
-    s->candidates = malloc_or_die((size_t)vocab_size * sizeof(int), "sampler");
-}
-
-static void free_sampler(Sampler *s) {
-    free(s->probs);
-    free(s->scratch);
-    free(s->candidates);
-}
-
-static int argmax(const float *x, int n) {
-    int best = 0;
-    for (int i = 1; i < n; i++) if (x[i] > x[best]) best = i;
-    return best;
-}
-
-/* The k-th largest of x[0..n) (k from 1), by quickselect; reorders x. */
-static double kth_largest(double *x, int n, int k) {
-    int lo = 0, hi = n - 1, want = k - 1;
-    while (lo < hi) {
-        double pivot = x[lo + (hi - lo) / 2];
-        int i = lo, j = hi;
-        while (i <= j) { /* larger values to the left */
-            while (x[i] > pivot) i++;
-            while (x[j] < pivot) j--;
-            if (i <= j) { double tmp = x[i]; x[i] = x[j]; x[j] = tmp; i++; j--; }
-        }
-        if (want <= j) hi = j;
-        else if (want >= i) lo = i;
-        else break;
-    }
-    return x[want];
-}
-
-static const double *sort_probs; /* qsort's comparator has no context argument */
-
-/* Probability descending, then id ascending: a total order, so the result never depends on
- * the sort algorithm. */
-static int by_probability(const void *a, const void *b) {
-    int i = *(const int *)a, j = *(const int *)b;
-    if (sort_probs[i] != sort_probs[j]) return sort_probs[i] > sort_probs[j] ? -1 : 1;
-    return (i > j) - (i < j);
-}
-
-static int by_id(const void *a, const void *b) {
-    int i = *(const int *)a, j = *(const int *)b;
-    return (i > j) - (i < j);
-}
-
-static int sample(Sampler *s, const float *logits, int n) {
-    if (s->temperature == 0.0) return argmax(logits, n);
-    double *p = s->probs, max = logits[argmax(logits, n)] / s->temperature, sum = 0.0;
-    for (int i = 0; i < n; i++) { p[i] = exp(logits[i] / s->temperature - max); sum += p[i]; }
-    for (int i = 0; i < n; i++) p[i] /= sum;
-
-    /* Candidates that can survive truncation. Dropping them before the sort changes nothing:
-     * with top-k only tokens at least as likely as the k-th can be kept; with top-p alone,
-     * tokens below (1 - top_p) / (n - 1) together hold less than 1 - top_p, so the nucleus
-     * never reaches them. */
-    int n_cand = 0;
-    double cutoff = 0.0;
-    if (s->top_k > 0 && s->top_k < n) {
-        memcpy(s->scratch, p, (size_t)n * sizeof(double));
-        cutoff = kth_largest(s->scratch, n, s->top_k);
-    } else if (s->top_p < 1.0 && n > 1) {
-        cutoff = (1.0 - s->top_p) / (n - 1);
-    }
-    for (int i = 0; i < n; i++) if (p[i] >= cutoff) s->candidates[n_cand++] = i;
-    if (n_cand == 0) for (int i = 0; i < n; i++) s->candidates[n_cand++] = i; /* rounding */
-    sort_probs = p;
-    qsort(s->candidates, (size_t)n_cand, sizeof(int), by_probability);
-    int top_k_applied = s->top_k > 0 && s->top_k < n;
-    if (top_k_applied && s->top_k < n_cand) n_cand = s->top_k;
-
-    if (s->top_p < 1.0) {
-        double mass = top_k_applied ? 0.0 : 1.0, running = 0.0;
-        if (top_k_applied) for (int i = 0; i < n_cand; i++) mass += p[s->candidates[i]];
-        for (int i = 0; i < n_cand; i++) {
-            running += p[s->candidates[i]];
-            if (running >= s->top_p * mass) { n_cand = i + 1; break; }
-        }
-    }
-    qsort(s->candidates, (size_t)n_cand, sizeof(int), by_id);
-    double kept = 0.0, running = 0.0;
-    for (int i = 0; i < n_cand; i++) kept += p[s->candidates[i]];
-    double r = rng_uniform(&s->rng_state) * kept;
-    for (int i = 0; i < n_cand; i++) {
-        running += p[s->candidates[i]];
-        if (running > r) return s->candidates[i];
-    }
-    return s->candidates[n_cand - 1];
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -909,14 +668,6 @@ static void flush_or_die(void) {
         if (errno == EPIPE) exit(0);
         die("cannot write to stdout: %s", strerror(errno));
     }
-}
-
-/* Length a UTF-8 sequence starting with lead byte b should have (1 for anything invalid). */
-static size_t utf8_length(uint8_t b) {
-    if (b >= 0xC2 && b <= 0xDF) return 2;
-    if (b >= 0xE0 && b <= 0xEF) return 3;
-    if (b >= 0xF0 && b <= 0xF4) return 4;
-    return 1;
 }
 
 static void output_bytes(Output *o, const uint8_t *bytes, size_t n) {
@@ -943,37 +694,7 @@ static void output_finish(Output *o) {
 }
 
 /* ---------------------------------------------------------------------------------------
- * Generation, tokenization and model information. */
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* Output files appear under their name only when complete: written to PATH.tmpPID, renamed. */
-typedef struct {
-    FILE *f;
-    char *tmp;
-    const char *path;
-} OutFile;
-
-static OutFile create_or_die(const char *path) {
-    size_t tmp_len = strlen(path) + 16;
-    OutFile o = {NULL, malloc_or_die(tmp_len, "path"), path};
-    snprintf(o.tmp, tmp_len, "%s.tmp%d", path, (int)getpid());
-    o.f = fopen(o.tmp, "wb");
-    if (!o.f) die("cannot create '%s': %s", o.tmp, strerror(errno));
-    return o;
-}
-
-static void commit_or_die(OutFile *o) {
-    if (ferror(o->f) | (fclose(o->f) != 0) || rename(o->tmp, o->path) != 0) {
-        remove(o->tmp);
-        die("cannot write '%s': %s", o->path, strerror(errno));
-    }
-    free(o->tmp);
-}
+ * Generation. */
 
 static uint32_t *encode_or_die(Transformer *t, const uint8_t *text, size_t len, long *n_ids) {
     uint32_t *ids = NULL;
@@ -1018,7 +739,7 @@ static void generate(Transformer *t, Sampler *sampler, const uint8_t *prompt, si
     Output out = {0};
     if (!from_start) output_bytes(&out, prompt, prompt_len);
 
-    /* the prompt, one token at a time through the key/value cache */
+    /* the prompt through the model in blocks (prefill), filling the key/value cache */
     double t0 = now_seconds();
     float *logits = prefill(t, tokens, n_prompt);
     double t1 = now_seconds();
@@ -1050,9 +771,35 @@ static void generate(Transformer *t, Sampler *sampler, const uint8_t *prompt, si
     free(tokens);
 }
 
+/* ---------------------------------------------------------------------------------------
+ * Tool modes: --logits, --attention, --perplexity, --tokenize, --info. */
+
+/* Output files appear under their name only when complete: written to PATH.tmpPID, renamed. */
+typedef struct {
+    FILE *f;
+    char *tmp;
+    const char *path;
+} OutFile;
+
+static OutFile create_or_die(const char *path) {
+    size_t tmp_len = strlen(path) + 16;
+    OutFile o = {NULL, malloc_or_die(tmp_len, "path"), path};
+    snprintf(o.tmp, tmp_len, "%s.tmp%d", path, (int)getpid());
+    o.f = fopen(o.tmp, "wb");
+    if (!o.f) die("cannot create '%s': %s", o.tmp, strerror(errno));
+    return o;
+}
+
+static void commit_or_die(OutFile *o) {
+    if (ferror(o->f) | (fclose(o->f) != 0) || rename(o->tmp, o->path) != 0) {
+        remove(o->tmp);
+        die("cannot write '%s': %s", o->path, strerror(errno));
+    }
+    free(o->tmp);
+}
+
 /* --logits: the prompt through the key/value-cache path, logits of every position written as
- * raw little-endian float32, shape (n_prompt, vocab_size); for comparing with PyTorch. The file
- * appears under its name only when complete. */
+ * raw little-endian float32, shape (n_prompt, vocab_size); for comparing with PyTorch. */
 static void write_logits(Transformer *t, const uint8_t *text, size_t len, const char *path) {
     long n;
     uint32_t *ids = encode_or_die(t, text, len, &n);
@@ -1070,114 +817,8 @@ static void write_logits(Transformer *t, const uint8_t *text, size_t len, const 
     free(ids);
 }
 
-/* ---------------------------------------------------------------------------------------
- * The attention picture (--attention, SPEC section 5): one self-contained HTML page, the
- * weights as JSON plus a small inline script that draws one heatmap per layer and head and
- * one per layer for the average over heads. A Content-Security-Policy forbids every fetch. */
-
-#define ATTENTION_MAX_TOKENS 64
-
-static const char attention_page_head[] =
-    "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
-    "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
-    "script-src 'unsafe-inline'; style-src 'unsafe-inline'\">\n"
-    "<title>Attention weights</title>\n<style>\n"
-    "body{font:14px system-ui,sans-serif;margin:20px;color:#222;max-width:1400px}\n"
-    "h2{font-size:16px;margin:18px 0 6px}.layer{display:flex;flex-wrap:wrap;gap:20px}\n"
-    "figure{margin:0}figcaption{font-weight:600;margin-bottom:2px}canvas{display:block}\n"
-    ".legend{display:flex;align-items:center;gap:10px;flex-wrap:wrap}\n"
-    ".bar{width:180px;height:14px;border:1px solid #999;"
-    "background:linear-gradient(to right,#fff,#08306b)}\n"
-    ".masked{width:14px;height:14px;background:#eee;border:1px solid #bbb}\n"
-    "#tip{position:fixed;pointer-events:none;background:#222;color:#fff;padding:4px 8px;"
-    "border-radius:4px;font-size:12px;display:none;white-space:pre}\n"
-    "</style></head><body>\n<h1>Attention weights</h1>\n"
-    "<p>Each heatmap is one attention head. <b>Row</b> = the query token (the position doing the "
-    "looking); <b>column</b> = the key token it looks at. The colour is the attention weight, "
-    "the softmax of the scaled query&middot;key scores: each row sums to 1. Cells right of the "
-    "diagonal are masked: a token never attends to tokens after it. Hover over a cell to read "
-    "its weight. The last map of each layer averages its heads.</p>\n"
-    "<div class=\"legend\">weight 0 <span class=\"bar\"></span> 1 &nbsp; <span class=\"masked\">"
-    "</span> masked (future) &nbsp; &#9251; = space, &#8629; = newline</div>\n"
-    "<p id=\"summary\"></p><div id=\"maps\"></div><div id=\"tip\"></div>\n"
-    "<script type=\"application/json\" id=\"attention-data\">";
-
-static const char attention_page_tail[] =
-    "</script>\n<script>\n"
-    "const d = JSON.parse(document.getElementById('attention-data').textContent);\n"
-    "const T = d.tokens.length, tip = document.getElementById('tip');\n"
-    "document.getElementById('summary').textContent = `${T} tokens, ${d.n_layer} layers x "
-    "${d.n_head} heads (${d.model})`;\n"
-    "const cell = T <= 16 ? 22 : T <= 32 ? 16 : 12, font = Math.min(12, cell - 1);\n"
-    "const label = t => t.length > 10 ? t.slice(0, 9) + '\\u2026' : t;\n"
-    "const ctx0 = document.createElement('canvas').getContext('2d');\n"
-    "ctx0.font = font + 'px monospace';\n"
-    "const margin = 8 + Math.max(...d.tokens.map(t => ctx0.measureText(label(t)).width));\n"
-    "function heatmap(rows, title) {\n"
-    "  const fig = document.createElement('figure'), cap = document.createElement('figcaption');\n"
-    "  cap.textContent = title; fig.appendChild(cap);\n"
-    "  const c = document.createElement('canvas'); c.className = 'heatmap';\n"
-    "  const size = margin + T * cell + 2; c.width = size; c.height = size;\n"
-    "  const g = c.getContext('2d'); g.fillStyle = '#fff'; g.fillRect(0, 0, size, size);\n"
-    "  g.font = font + 'px monospace'; g.fillStyle = '#222'; g.textBaseline = 'middle';\n"
-    "  for (let i = 0; i < T; i++) {\n"
-    "    g.textAlign = 'right'; g.fillText(label(d.tokens[i]), margin - 4, margin + (i + .5) * cell);\n"
-    "    g.save(); g.translate(margin + (i + .5) * cell, margin - 4); g.rotate(-Math.PI / 2);\n"
-    "    g.textAlign = 'left'; g.fillText(label(d.tokens[i]), 0, 0); g.restore();\n"
-    "  }\n"
-    "  for (let i = 0; i < T; i++) for (let j = 0; j < T; j++) {\n"
-    "    if (j > i) { g.fillStyle = '#eee'; }\n"
-    "    else { const w = rows[i][j];\n"
-    "      g.fillStyle = `rgb(${255 - 247 * w},${255 - 207 * w},${255 - 148 * w})`; }\n"
-    "    g.fillRect(margin + j * cell, margin + i * cell, cell, cell);\n"
-    "  }\n"
-    "  g.strokeStyle = '#999'; g.strokeRect(margin - .5, margin - .5, T * cell + 1, T * cell + 1);\n"
-    "  c.addEventListener('mousemove', e => {\n"
-    "    const r = c.getBoundingClientRect();\n"
-    "    const j = Math.floor((e.clientX - r.left - margin) / cell);\n"
-    "    const i = Math.floor((e.clientY - r.top - margin) / cell);\n"
-    "    if (i < 0 || j < 0 || i >= T || j >= T) { tip.style.display = 'none'; return; }\n"
-    "    tip.textContent = `${title}\\nquery #${i} \"${d.tokens[i]}\"\\nkey #${j} \"${d.tokens[j]}\"\\n` +\n"
-    "      (j > i ? 'masked: weight 0' : `weight ${rows[i][j].toFixed(4)}`);\n"
-    "    tip.style.left = (e.clientX + 14) + 'px'; tip.style.top = (e.clientY + 14) + 'px';\n"
-    "    tip.style.display = 'block';\n"
-    "  });\n"
-    "  c.addEventListener('mouseleave', () => { tip.style.display = 'none'; });\n"
-    "  fig.appendChild(c); return fig;\n"
-    "}\n"
-    "const maps = document.getElementById('maps');\n"
-    "for (let l = 0; l < d.n_layer; l++) {\n"
-    "  const h2 = document.createElement('h2'); h2.textContent = `Layer ${l}`; maps.appendChild(h2);\n"
-    "  const row = document.createElement('div'); row.className = 'layer'; maps.appendChild(row);\n"
-    "  const heads = d.weights[l];\n"
-    "  heads.forEach((rows, h) => row.appendChild(heatmap(rows, `layer ${l}, head ${h}`)));\n"
-    "  const avg = heads[0].map((r, i) => r.map((_, j) => heads.reduce((s, hd) => s + hd[i][j], 0) / heads.length));\n"
-    "  row.appendChild(heatmap(avg, `layer ${l}, average of ${heads.length} heads`));\n"
-    "}\n"
-    "</script>\n</body></html>\n";
-
-/* A token as a JSON string for a label: UTF-8 kept, space and newline made visible, other
- * control characters and bytes that are not valid UTF-8 written as \xNN text; '<' escaped so
- * that the JSON cannot close the <script> element around it. */
-static void json_label(FILE *f, const uint8_t *s, size_t n) {
-    fputc('"', f);
-    for (size_t i = 0; i < n;) {
-        uint8_t b = s[i];
-        size_t len = utf8_length(b), k = 1;
-        if (len > 1 && i + len <= n)
-            while (k < len && (s[i + k] & 0xC0) == 0x80) k++;
-        if (len > 1 && k == len) { fwrite(s + i, 1, len, f); i += len; continue; }
-        if (b == ' ') fputs("\\u2423", f);
-        else if (b == '\n') fputs("\\u21b5", f);
-        else if (b == '"' || b == '\\') fprintf(f, "\\%c", b);
-        else if (b == '<') fputs("\\u003c", f);
-        else if (b < 0x20 || b >= 0x7F) fprintf(f, "\\\\x%02X", b);
-        else fputc(b, f);
-        i++;
-    }
-    fputc('"', f);
-}
-
+/* --attention: the prompt's attention weights, kept by forward() as it runs, as a web page
+ * (attention_page.h). */
 static void write_attention(Transformer *t, const uint8_t *text, size_t len, const char *model_path,
                             const char *path) {
     const Config *c = &t->config;
@@ -1194,35 +835,8 @@ static void write_attention(Transformer *t, const uint8_t *text, size_t len, con
     prefill(t, ids, n);
 
     OutFile out = create_or_die(path);
-    FILE *f = out.f;
-    fputs(attention_page_head, f);
-    fprintf(f, "{\"n_layer\": %d, \"n_head\": %d, \"model\": ", c->n_layer, c->n_head);
-    json_label(f, (const uint8_t *)model_path, strlen(model_path));
-    fputs(", \"tokens\": [", f);
-    for (long i = 0; i < n; i++) {
-        size_t tok_len;
-        const uint8_t *tok = tokenizer_token(&t->tokenizer, ids[i], &tok_len);
-        if (i) fputs(", ", f);
-        json_label(f, tok, tok_len);
-    }
-    /* weights[layer][head][query] = the query's weights over keys 0..query (the rest masked) */
-    fputs("],\n\"weights\": [", f);
-    for (int l = 0; l < c->n_layer; l++) {
-        fputs(l ? ",\n[" : "[", f);
-        for (int h = 0; h < c->n_head; h++) {
-            fputs(h ? ", [" : "[", f);
-            for (long i = 0; i < n; i++) {
-                const float *row = s->att_record + (((size_t)l * c->n_head + h) * n + i) * n;
-                fputs(i ? ", [" : "[", f);
-                for (long j = 0; j <= i; j++) fprintf(f, j ? ",%.7g" : "%.7g", (double)row[j]);
-                fputc(']', f);
-            }
-            fputc(']', f);
-        }
-        fputc(']', f);
-    }
-    fputs("]}", f);
-    fputs(attention_page_tail, f);
+    AttentionPicture picture = {model_path, &t->tokenizer, ids, n, c->n_layer, c->n_head, s->att_record};
+    write_attention_page(out.f, &picture);
     commit_or_die(&out);
     fprintf(stderr, "wrote %s: %ld tokens, %d layers x %d heads\n", path, n, c->n_layer, c->n_head);
     free(s->att_record);
@@ -1230,14 +844,14 @@ static void write_attention(Transformer *t, const uint8_t *text, size_t len, con
     free(ids);
 }
 
-/* --perplexity (SPEC section 1.4). The file's tokens, after an end-of-text token when the
- * vocabulary has one (so that the first token is predicted too), are scored in windows of
- * n_ctx tokens that start every stride = n_ctx / 2 tokens: the first window scores all its
- * positions, each later window only the positions the previous one did not reach, so every
- * token is predicted once, from at least n_ctx / 2 tokens of context (except at the start).
- * Each window has n_ctx input tokens, each predicting the token after it.
- * Prints tokens (predicted), mean negative log-likelihood in nats, perplexity and bits per byte
- * of the file. export/model.py's perplexity() is the same computation in PyTorch. */
+/* --perplexity. The file's tokens, after an end-of-text token when the vocabulary has one (so
+ * that the first token is predicted too), are scored in windows of n_ctx tokens that start
+ * every stride = n_ctx / 2 tokens: the first window scores all its positions, each later window
+ * only the positions the previous one did not reach, so every token is predicted once, from at
+ * least n_ctx / 2 tokens of context (except at the start). Each window has n_ctx input tokens,
+ * each predicting the token after it. Prints tokens (predicted), mean negative log-likelihood
+ * in nats, perplexity and bits per byte of the file. export/model.py's perplexity() is the
+ * same computation in PyTorch. */
 static void perplexity(Transformer *t, const uint8_t *text, size_t len) {
     const Config *c = &t->config;
     long n_text;
@@ -1308,21 +922,20 @@ static void print_tokens(Transformer *t, const uint8_t *text, size_t len, int id
     free(ids);
 }
 
+static int thread_count(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
 static void print_info(const Transformer *t, const char *path) {
     const Config *c = &t->config;
     const FileHeader *h = t->header;
-    printf("file: %s (%zu bytes, format version %u)\n", path, t->file_size, h->version);
-#ifdef _OPENMP
-    int threads = omp_get_max_threads();
-#else
-    int threads = 1;
-#endif
-#if defined(Q8_PREFILL_KERNEL)
-    const char *q8_prefill = amx_available() ? "amx" : Q8_PREFILL_KERNEL;
-#else
-    const char *q8_prefill = amx_available() ? "amx" : "dot products per token";
-#endif
-    printf("kernels: %s, q8_0 %s (prefill %s), %d threads\n", KERNEL_PATH, Q8_PATH, q8_prefill, threads);
+    printf("file: %s (%zu bytes, format version %u), loaded in %.3f s\n", path, t->file_size,
+           h->version, t->load_seconds);
+    printf("kernels: %s, %d threads\n", kernels_description(), thread_count());
     printf("tokenizer: %u tokens, %s pre-tokenizer, end-of-text id %d\n", t->tokenizer.n_tokens,
            t->tokenizer.pretokenizer == PRETOK_CHAR ? "character"
            : t->tokenizer.pretokenizer == PRETOK_GPT2 ? "gpt2" : "cl100k",
@@ -1348,7 +961,7 @@ static void print_info(const Transformer *t, const char *path) {
 }
 
 /* ---------------------------------------------------------------------------------------
- * Command line (SPEC section 1.1). */
+ * Command line. */
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -1414,17 +1027,22 @@ static uint8_t *read_file_or_die(const char *path, size_t *len) {
     return buf;
 }
 
+/* Everything the command line says. */
+typedef struct {
+    const char *model_path;
+    const char *prompt, *prompt_file;
+    const char *logits_path, *perplexity_path, *attention_path;
+    long max_new, top_k, threads, block;
+    double temperature, top_p;
+    uint64_t seed;
+    int have_seed, ignore_eos, tokenize, ids_only, info;
+} Options;
+
 enum { OPT_BLOCK = 255, OPT_THREADS = 256, OPT_IGNORE_EOS, OPT_TOKENIZE, OPT_IDS, OPT_PERPLEXITY, OPT_ATTENTION,
        OPT_INFO, OPT_LOGITS };
 
-#ifndef TESTING
-int main(int argc, char **argv) {
-    const char *prompt = NULL, *prompt_file = NULL, *logits_path = NULL, *perplexity_path = NULL,
-               *attention_path = NULL;
-    long max_new = 256, top_k = 0, threads = 0, block = PREFILL_BLOCK;
-    double temperature = 1.0, top_p = 0.9;
-    uint64_t seed = 0;
-    int have_seed = 0, ignore_eos = 0, tokenize = 0, ids_only = 0, info = 0;
+static Options parse_options(int argc, char **argv) {
+    Options o = {.max_new = 256, .block = PREFILL_BLOCK, .temperature = 1.0, .top_p = 0.9};
     static const struct option options[] = {
         {"prompt", required_argument, 0, 'i'},
         {"prompt-file", required_argument, 0, 'f'},
@@ -1449,86 +1067,83 @@ int main(int argc, char **argv) {
     int opt;
     while ((opt = getopt_long(argc, argv, ":i:f:n:t:k:p:s:h", options, NULL)) != -1) {
         switch (opt) {
-        case 'i': prompt = optarg; break;
-        case 'f': prompt_file = optarg; break;
-        case 'n': max_new = parse_long("-n/--max-new-tokens", optarg, 0, INT_MAX); break;
-        case 't': temperature = parse_double("-t/--temperature", optarg, 0.0, 1e6); break;
-        case 'k': top_k = parse_long("-k/--top-k", optarg, 0, INT_MAX); break;
-        case 'p': top_p = parse_double("-p/--top-p", optarg, 1e-9, 1.0); break;
+        case 'i': o.prompt = optarg; break;
+        case 'f': o.prompt_file = optarg; break;
+        case 'n': o.max_new = parse_long("-n/--max-new-tokens", optarg, 0, INT_MAX); break;
+        case 't': o.temperature = parse_double("-t/--temperature", optarg, 0.0, 1e6); break;
+        case 'k': o.top_k = parse_long("-k/--top-k", optarg, 0, INT_MAX); break;
+        case 'p': o.top_p = parse_double("-p/--top-p", optarg, 1e-9, 1.0); break;
         case 's': {
             char *end;
             errno = 0;
             unsigned long long v = strtoull(optarg, &end, 10);
             if (!*optarg || *end || errno == ERANGE || *optarg == '-')
                 die("-s/--seed needs a whole number from 0 to 2^64-1, got '%s'", optarg);
-            seed = v;
-            have_seed = 1;
+            o.seed = v;
+            o.have_seed = 1;
             break;
         }
-        case OPT_THREADS: threads = parse_long("--threads", optarg, 1, 1024); break;
-        case OPT_BLOCK: block = parse_long("--block", optarg, 1, PREFILL_BLOCK); break;
-        case OPT_IGNORE_EOS: ignore_eos = 1; break;
-        case OPT_TOKENIZE: tokenize = 1; break;
-        case OPT_IDS: ids_only = 1; break;
-        case OPT_PERPLEXITY: perplexity_path = optarg; break;
-        case OPT_ATTENTION: attention_path = optarg; break;
-        case OPT_INFO: info = 1; break;
-        case OPT_LOGITS: logits_path = optarg; break;
-        case 'h': usage(stdout); return 0;
+        case OPT_THREADS: o.threads = parse_long("--threads", optarg, 1, 1024); break;
+        case OPT_BLOCK: o.block = parse_long("--block", optarg, 1, PREFILL_BLOCK); break;
+        case OPT_IGNORE_EOS: o.ignore_eos = 1; break;
+        case OPT_TOKENIZE: o.tokenize = 1; break;
+        case OPT_IDS: o.ids_only = 1; break;
+        case OPT_PERPLEXITY: o.perplexity_path = optarg; break;
+        case OPT_ATTENTION: o.attention_path = optarg; break;
+        case OPT_INFO: o.info = 1; break;
+        case OPT_LOGITS: o.logits_path = optarg; break;
+        case 'h': usage(stdout); exit(0);
         case ':': die("option '%s' needs a value (see --help)", argv[optind - 1]);
         default: die("unknown option '%s' (see --help)", argv[optind - 1]);
         }
     }
     if (optind >= argc) die("no model file given (usage: run MODEL.bin [options], see --help)");
     if (optind + 1 < argc) die("unexpected argument '%s' (see --help)", argv[optind + 1]);
-    if (prompt && prompt_file) die("give the prompt with -i or -f, not both");
-    const char *model_path = argv[optind];
+    if (o.prompt && o.prompt_file) die("give the prompt with -i or -f, not both");
+    o.model_path = argv[optind];
+    return o;
+}
+
+#ifndef TESTING
+int main(int argc, char **argv) {
+    Options o = parse_options(argc, argv);
     signal(SIGPIPE, SIG_IGN); /* a closed pipe shows up as EPIPE, handled in write_or_die */
 #ifdef _OPENMP
-    if (threads > 0) omp_set_num_threads((int)threads);
+    if (o.threads > 0) omp_set_num_threads((int)o.threads);
 #endif
-
     uint8_t *text = NULL;
     size_t text_len = 0;
-    if (prompt_file) text = read_file_or_die(prompt_file, &text_len);
-    else if (prompt) { text_len = strlen(prompt); text = malloc_or_die(text_len, "prompt");
-                       memcpy(text, prompt, text_len); }
+    if (o.prompt_file) text = read_file_or_die(o.prompt_file, &text_len);
+    else if (o.prompt) {
+        text_len = strlen(o.prompt);
+        text = malloc_or_die(text_len, "prompt");
+        memcpy(text, o.prompt, text_len);
+    }
 
     Transformer transformer;
-    build_transformer(&transformer, model_path);
-    if (transformer.state.block > block) transformer.state.block = (int)block;
-    if (info) print_info(&transformer, model_path);
-    else if (tokenize) print_tokens(&transformer, text, text_len, ids_only);
-    else {
-        if (transformer.config.n_layer == 0)
-            die("'%s' holds only a tokenizer: it can --tokenize but not generate", model_path);
-        if (perplexity_path) {
-            size_t file_len;
-            uint8_t *file = read_file_or_die(perplexity_path, &file_len);
-            perplexity(&transformer, file, file_len);
-            free(file);
-            free_transformer(&transformer);
-            free(text);
-            return 0;
-        }
-        if (attention_path) {
-            write_attention(&transformer, text, text_len, model_path, attention_path);
-            free_transformer(&transformer);
-            free(text);
-            return 0;
-        }
-        if (logits_path) {
-            write_logits(&transformer, text, text_len, logits_path);
-            free_transformer(&transformer);
-            free(text);
-            return 0;
-        }
-        if (!have_seed) seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    build_transformer(&transformer, o.model_path);
+    if (transformer.state.block > o.block) transformer.state.block = (int)o.block;
+    if (o.info) print_info(&transformer, o.model_path);
+    else if (o.tokenize) print_tokens(&transformer, text, text_len, o.ids_only);
+    else if (transformer.config.n_layer == 0)
+        die("'%s' holds only a tokenizer: it can --tokenize but not generate", o.model_path);
+    else if (o.perplexity_path) {
+        size_t file_len;
+        uint8_t *file = read_file_or_die(o.perplexity_path, &file_len);
+        perplexity(&transformer, file, file_len);
+        free(file);
+    } else if (o.attention_path) {
+        write_attention(&transformer, text, text_len, o.model_path, o.attention_path);
+    } else if (o.logits_path) {
+        write_logits(&transformer, text, text_len, o.logits_path);
+    } else {
+        uint64_t seed = o.have_seed ? o.seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
         fprintf(stderr, "seed: %llu\n", (unsigned long long)seed);
         Sampler sampler;
-        build_sampler(&sampler, transformer.config.vocab_size, temperature, (int)top_k,
-                      top_p, seed);
-        generate(&transformer, &sampler, text, text_len, max_new, ignore_eos);
+        if (!build_sampler(&sampler, transformer.config.vocab_size, o.temperature, (int)o.top_k,
+                           o.top_p, seed))
+            die("out of memory for the sampler");
+        generate(&transformer, &sampler, text, text_len, o.max_new, o.ignore_eos);
         free_sampler(&sampler);
     }
     free_transformer(&transformer);

@@ -207,7 +207,7 @@ def with_q8_0_activations(model: GPT) -> GPT:
     return model
 
 
-# ---- run.c's sampler, reproduced (see the comment above `Sampler` in run.c) -------------
+# ---- run.c's sampler, reproduced (see the comment at the top of sampler.h) -------------
 
 MASK64 = (1 << 64) - 1
 

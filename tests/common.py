@@ -22,7 +22,7 @@ from model import GPT, GPTConfig  # noqa: E402
 
 torch.set_num_threads(2)
 
-# The instruction-set paths of kernels.h, each built by `make test` as tests/build/run-PATH and
+# The instruction-set paths of the kernels, each built by `make test` as tests/build/run-PATH and
 # tests/build/test_kernels-PATH (flags in the Makefile), and the CPU features each needs.
 CPU_FLAGS = Path("/proc/cpuinfo").read_text()
 PATH_NEEDS = {"scalar": [], "avx2": ["avx2", "fma"], "avxvnni": ["avx2", "fma", "avx_vnni"],

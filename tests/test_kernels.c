@@ -13,59 +13,49 @@ static void expect_near(const char *what, double got, double want, double tol) {
 }
 
 
-/* matmul() (decode and prefill kernels, AMX tiles for q8_0 where the CPU has them) against the
- * same product summed here in double, for shapes with ragged edges: widths of an odd number
- * of 32-groups, row counts that leave rows over after whole tiles, token counts that end in a
- * part tile. For q8_0 the reference quantizes the activations with the same quantize_q8, so
- * both sides multiply identical integers and only the summation order differs. */
-enum { FLOAT32, Q8_DOTS, Q8_AMX, Q8_PACKED };
-
-static void check_matmul(int n, int d, int T, int kind) {
-    int q8 = kind != FLOAT32;
+/* matmul() (decode and prefill kernels; for q8_0 the weights rearranged as the loader does,
+ * for whichever kernel this build and CPU use: AMX, VNNI or maddubs) against the same product
+ * summed here in double, for shapes with ragged edges: widths of an odd number of 32-groups,
+ * row counts that leave rows over after whole tiles (of 12, 3 or 4 rows, and of 16 for q8_0),
+ * token counts that end in a part tile. For q8_0 the reference quantizes the activations with
+ * the same quantize_q8, so both sides multiply identical integers and only the summation order
+ * differs. */
+static void check_matmul(int n, int d, int T, int type, int packed) {
     float *w = malloc(sizeof(float) * d * n), *x = malloc(sizeof(float) * T * n), *bias = malloc(sizeof(float) * d);
     float *out = malloc(sizeof(float) * T * d), *ws = malloc(sizeof(float) * d * n / 32 + 4);
-    int8_t *wq = malloc((size_t)d * n);
+    int8_t *wq = malloc((size_t)d * n), *copy = NULL;
     uint64_t seed = 777 + n + d + T;
     for (int i = 0; i < d * n; i++) w[i] = (float)(rng_uniform(&seed) * 2 - 1);
     for (int i = 0; i < T * n; i++) x[i] = (float)(rng_uniform(&seed) * 6 - 3);
     for (int i = 0; i < d; i++) bias[i] = (float)(rng_uniform(&seed) - 0.5);
-    Matrix m = {.f32 = w};
-    int T32 = (T + 31) / 32 * 32; /* whole tiles of tokens, as build_state sizes them */
-    MatmulScratch scratch = {.xt = aligned_alloc(64, sizeof(float) * T32 * n), .q = malloc((size_t)T32 * n),
-                             .scale = malloc(sizeof(float) * T32 * n / 32 + 4)};
-    int8_t *tiles = NULL;
+    Matrix m = {.type = type, .rows = d, .cols = n, .f32 = w};
     const char *how = "float32";
-    if (q8) {
+    if (type == WT_Q8_0) {
         for (int r = 0; r < d; r++) quantize_q8(wq + (size_t)r * n, ws + r * (n / 32), w + (size_t)r * n, n);
-        m = (Matrix){.q = wq, .scale = ws};
+        m = (Matrix){.type = WT_Q8_0, .rows = d, .cols = n, .q = wq, .scale = ws};
         how = "q8_0 dot products";
+        if (packed) { /* as build_run() does through prepare_for_prefill() */
+            Matrix *list[1] = {&m};
+            copy = malloc(prepare_for_prefill(list, 1, NULL));
+            prepare_for_prefill(list, 1, copy);
+            how = q8_description();
+        }
     }
-#ifdef Q8_PACKED_PREFILL
-    if (kind == Q8_AMX || kind == Q8_PACKED) { /* as pack_for_prefill() does */
-        size_t values = (size_t)d / 16 * 16 * n;
-        tiles = malloc(values + values / 32 * 8);
-        m.tiles = tiles;
-        m.tile_scale = (float *)(void *)(tiles + values);
-#ifdef VNNI_PREFILL
-        if (kind == Q8_PACKED) m.tile_corr = (int32_t *)(void *)(tiles + values + values / 32 * 4);
-#endif
-        q8_pack(tiles, (float *)m.tile_scale, (int32_t *)m.tile_corr, wq, ws, (size_t)d / 16 * 16, n);
-        how = kind == Q8_AMX ? "q8_0 AMX tiles" : "q8_0 packed prefill (" Q8_PREFILL_KERNEL ")";
-    }
-#endif
+    MatmulScratch scratch = {0};
+    matmul_scratch_init(&scratch, T, n, type);
     for (int pass = 0; pass < 2; pass++) { /* all T tokens at once (prefill), then one by one */
-        if (pass == 0) matmul(out, x, m, bias, T, n, d, &scratch);
-        else for (int t = 0; t < T; t++) matmul(out + (size_t)t * d, x + (size_t)t * n, m, bias, 1, n, d, &scratch);
+        if (pass == 0) matmul(out, x, &m, bias, T, &scratch);
+        else for (int t = 0; t < T; t++) matmul(out + (size_t)t * d, x + (size_t)t * n, &m, bias, 1, &scratch);
         double worst = 0.0;
         int8_t xq[1024];
         float xs[32];
         for (int t = 0; t < T; t++) {
-            if (q8) quantize_q8(xq, xs, x + (size_t)t * n, n);
+            if (type == WT_Q8_0) quantize_q8(xq, xs, x + (size_t)t * n, n);
             for (int r = 0; r < d; r++) {
                 double sum = bias[r], size = fabs(bias[r]);
                 for (int i = 0; i < n; i++) {
-                    double term = q8 ? (double)wq[(size_t)r * n + i] * ws[r * (n / 32) + i / 32] * xq[i] * xs[i / 32]
-                                     : (double)w[(size_t)r * n + i] * x[(size_t)t * n + i];
+                    double term = type == WT_Q8_0 ? (double)wq[(size_t)r * n + i] * ws[r * (n / 32) + i / 32] * xq[i] * xs[i / 32]
+                                                  : (double)w[(size_t)r * n + i] * x[(size_t)t * n + i];
                     sum += term;
                     size += fabs(term);
                 }
@@ -73,7 +63,7 @@ static void check_matmul(int n, int d, int T, int kind) {
                 if (err > worst) worst = err;
             }
         }
-        char what[160];
+        char what[200];
         snprintf(what, sizeof what, "matmul %s, n %d, d %d, %s: worst error / sum of |terms|", how, n, d,
                  pass == 0 ? (T == 1 ? "1 token" : "prefill") : "one token at a time");
         checks++;
@@ -81,8 +71,56 @@ static void check_matmul(int n, int d, int T, int kind) {
         if (!(worst <= 1e-6)) failures++;
         if (T == 1) break;
     }
-    free(w); free(x); free(bias); free(out); free(ws); free(wq); free(tiles);
-    free(scratch.xt); free(scratch.q); free(scratch.scale);
+    free(w); free(x); free(bias); free(out); free(ws); free(wq); free(copy);
+    matmul_scratch_free(&scratch);
+}
+
+/* attention() for nq queries at positions pos.. (the 16-lane path when nq > 1 and the head size
+ * is a multiple of 16, one query at a time otherwise) against the same attention computed here
+ * in double: scores, softmax, weighted sum; and the weights it reports for the picture. */
+static void check_attention(int pos, int nq, int hs) {
+    int n_keys = pos + nq;
+    float *q = malloc(sizeof(float) * nq * hs), *k = malloc(sizeof(float) * n_keys * hs);
+    float *v = malloc(sizeof(float) * n_keys * hs), *out = malloc(sizeof(float) * nq * hs);
+    float *weights = malloc(sizeof(float) * nq * n_keys);
+    float *scratch = malloc(sizeof(float) * attention_scratch_floats(n_keys, hs));
+    uint64_t seed = 99 + pos + nq + hs;
+    for (int i = 0; i < nq * hs; i++) q[i] = (float)(rng_uniform(&seed) * 4 - 2);
+    for (int i = 0; i < n_keys * hs; i++) k[i] = (float)(rng_uniform(&seed) * 4 - 2);
+    for (int i = 0; i < n_keys * hs; i++) v[i] = (float)(rng_uniform(&seed) * 2 - 1);
+    AttentionBlock b = {.query = q, .query_stride = hs, .keys = k, .values = v, .out = out,
+                        .out_stride = hs, .pos = pos, .nq = nq, .head_size = hs,
+                        .weights = weights, .weights_stride = n_keys};
+    attention(&b, scratch);
+    double worst_out = 0.0, worst_weight = 0.0;
+    for (int i = 0; i < nq; i++) {
+        int keys = pos + i + 1; /* query i sees keys 0..pos+i */
+        double score[512], max = -1e300, sum = 0.0;
+        for (int j = 0; j < keys; j++) {
+            score[j] = 0.0;
+            for (int d = 0; d < hs; d++) score[j] += (double)q[i * hs + d] * k[j * hs + d];
+            score[j] /= sqrt((double)hs);
+            if (score[j] > max) max = score[j];
+        }
+        for (int j = 0; j < keys; j++) { score[j] = exp(score[j] - max); sum += score[j]; }
+        for (int j = 0; j < keys; j++) {
+            score[j] /= sum;
+            worst_weight = fmax(worst_weight, fabs(weights[i * n_keys + j] - score[j]));
+        }
+        for (int d = 0; d < hs; d++) {
+            double want = 0.0;
+            for (int j = 0; j < keys; j++) want += score[j] * v[j * hs + d];
+            worst_out = fmax(worst_out, fabs(out[i * hs + d] - want));
+        }
+    }
+    char what[120];
+    snprintf(what, sizeof what, "attention of %d queries from position %d, head size %d", nq, pos, hs);
+    checks++;
+    int ok = worst_out <= 1e-5 && worst_weight <= 1e-6;
+    printf("%s %s: worst |output error| %.1e (at most 1e-5), |weight error| %.1e (at most 1e-6)\n",
+           ok ? "ok" : "not ok", what, worst_out, worst_weight);
+    if (!ok) failures++;
+    free(q); free(k); free(v); free(out); free(weights); free(scratch);
 }
 
 int main(void) {
@@ -102,14 +140,14 @@ int main(void) {
 
     /* scaled dot product (0.6,0.3,0.8).(0.5,0.1,0.9)/sqrt(3) = 1.05/1.732 = 0.606 */
     float q[3] = {0.6f, 0.3f, 0.8f}, k[3] = {0.5f, 0.1f, 0.9f};
-    expect_near("scaled dot product", dot(q, k, 3) / sqrtf(3.0f), 0.606, 5e-4);
+    expect_near("scaled dot product", dot_f32(q, k, 3) / sqrtf(3.0f), 0.606, 5e-4);
 
     /* The attention weights for that query over keys [k, 0] are softmax([0.606, 0]) ... */
     float keys[3 * 3] = {0.5f, 0.1f, 0.9f, 0, 0, 0, NAN, NAN, NAN};
     float values[3 * 3] = {1, 2, 3, 4, 5, 6, NAN, NAN, NAN};
     float att[3], out[3];
     att[2] = -7.0f; /* sentinel: position 2 is in the future for pos = 1 */
-    attention_head(out, att, q, keys, values, 1, 3);
+    attention_one(out, att, q, keys, values, 1, 3);
     expect_near("attention weight of key 0", att[0], 1 / (1 + exp(-0.606218)), 1e-5);
     expect_near("attention weight of key 1", att[1], 1 / (1 + exp(0.606218)), 1e-5);
     expect_near("output = weighted sum of values", out[0], att[0] * 1 + att[1] * 4, 1e-6);
@@ -120,7 +158,7 @@ int main(void) {
     printf("%s masked position has weight exactly 0\n", masked_ok ? "ok" : "not ok");
     if (!masked_ok) failures++;
     /* pos = 0: the only visible key gets weight exactly 1 */
-    attention_head(out, att, q, keys, values, 0, 3);
+    attention_one(out, att, q, keys, values, 0, 3);
     expect_near("single visible key has weight 1", att[0], 1.0, 0.0);
 
     /* GELU at 1: tanh form 0.841192, erf form 0.841345 (x * Phi(x)) */
@@ -147,7 +185,7 @@ int main(void) {
 
     /* LayerNorm of [1, 2, 3]: mean 2, variance 2/3 -> [-1.2247, 0, 1.2247] */
     float x[3] = {1, 2, 3}, w[3] = {1, 1, 1}, y[3];
-    layernorm(y, x, w, NULL, 3, 0.0f);
+    layernorm(y, x, w, NULL, 1, 3, 0.0f);
     expect_near("layernorm([1,2,3])[0]", y[0], -1.224745, 1e-5);
     expect_near("layernorm([1,2,3])[2]", y[2], 1.224745, 1e-5);
 
@@ -208,17 +246,19 @@ int main(void) {
      * 37 and 45 tokens (part tiles), one token (decode) */
     int shapes[][3] = {{96, 40, 37}, {288, 48, 45}, {256, 64, 100}, {64, 30, 33}, {96, 40, 1}};
     for (int i = 0; i < 5; i++) {
-        check_matmul(shapes[i][0], shapes[i][1], shapes[i][2], FLOAT32);
-        check_matmul(shapes[i][0], shapes[i][1], shapes[i][2], Q8_DOTS);
-#ifdef Q8_PREFILL_KERNEL
-        check_matmul(shapes[i][0], shapes[i][1], shapes[i][2], Q8_PACKED);
-#endif
-#ifdef AMX_PREFILL
-        if (amx_available()) check_matmul(shapes[i][0], shapes[i][1], shapes[i][2], Q8_AMX);
-        else printf("AMX: not granted on this CPU, its kernel not checked\n");
-#endif
+        check_matmul(shapes[i][0], shapes[i][1], shapes[i][2], WT_F32, 0);
+        check_matmul(shapes[i][0], shapes[i][1], shapes[i][2], WT_Q8_0, 0);
+        check_matmul(shapes[i][0], shapes[i][1], shapes[i][2], WT_Q8_0, 1);
     }
-    check_matmul(50, 30, 45, FLOAT32); /* float32 takes any width */
+    check_matmul(50, 30, 45, WT_F32, 0); /* float32 takes any width */
+
+    /* attention: one query (decode), a block of 16 and one of 20 (a part block after a whole
+     * one) from past position 0, head sizes that do and do not fit the 16-lane path */
+    check_attention(0, 1, 64);
+    check_attention(37, 1, 48);
+    check_attention(0, 16, 64);
+    check_attention(5, 20, 32);
+    check_attention(9, 7, 36);
 
     printf("%d passed, %d failed\n", checks - failures, failures);
     return failures ? 1 : 0;

@@ -1,4 +1,4 @@
-"""Every instruction-set path of kernels.h (tests/build/run-{scalar,avx2,avxvnni,avx512vnni,
+"""Every instruction-set path of the kernels (tests/build/run-{scalar,avx2,avxvnni,avx512vnni,
 native}, built by `make test`) against PyTorch, one token at a time (generation's
 matrix-vector path) and in prefill blocks (the matrix-matrix path; q8_0 prefill runs on AMX
 tiles in native where the CPU has them, on AVX512-VNNI in avx512vnni); greedy tokens identical

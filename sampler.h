@@ -1,0 +1,157 @@
+/* sampler.h: the next token from the logits, and the random generator behind it. Included by
+ * run.c. export/model.py's sample() and generate() reproduce it exactly, so the same seed gives
+ * the same tokens in C and in PyTorch:
+ *
+ *   random generator: xorshift64* (Vigna, "An experimental exploration of Marsaglia's
+ *     xorshift generators", 2016): state ^= state >> 12; state ^= state << 25;
+ *     state ^= state >> 27; output = state * 0x2545F4914F6CDD1D (mod 2^64).
+ *     Seeding: state = seed + 0x9E3779B97F4A7C15 (mod 2^64), or 1 if that is 0.
+ *     uniform() = (output >> 11) * 2^-53, in [0, 1).
+ *   temperature 0: the argmax (lowest id on ties); no random number is drawn.
+ *   otherwise, in double precision:
+ *     1. p_i = exp(z_i - max z) / sum_j exp(z_j - max z), z = logits / temperature, for the
+ *        real vocabulary only, sums taken in id order;
+ *     2. candidates ordered by p descending, ties by lower id;
+ *     3. top-k (k > 0): keep the first k candidates;
+ *     4. top-p (p < 1): keep the shortest prefix whose running sum reaches p * mass, where
+ *        mass = 1 without top-k, else the sum of the k kept p (in order);
+ *     5. the kept candidates are put back in id order; r = uniform() * (sum of their p, in id
+ *        order); the chosen token is the first whose running sum exceeds r (the last one if
+ *        rounding leaves none). Walking in id order, not probability order, keeps the choice
+ *        stable when near-equal probabilities would sort differently after rounding noise.
+ *   Exactly one uniform() is drawn per sampled token.
+ */
+#ifndef SAMPLER_H
+#define SAMPLER_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    uint64_t rng_state;
+    double temperature;
+    int top_k;
+    double top_p;
+    double *probs;   /* (vocab_size) */
+    double *scratch; /* (vocab_size) for finding the k-th largest probability */
+    int *candidates; /* (vocab_size) ids, sorted by probability */
+} Sampler;
+
+static uint64_t rng_next(uint64_t *state) {
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    return *state * 0x2545F4914F6CDD1Dull;
+}
+
+static double rng_uniform(uint64_t *state) {
+    return (double)(rng_next(state) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* Returns 0 when memory runs out. */
+static int build_sampler(Sampler *s, int vocab_size, double temperature, int top_k, double top_p,
+                         uint64_t seed) {
+    s->rng_state = seed + 0x9E3779B97F4A7C15ull;
+    if (s->rng_state == 0) s->rng_state = 1;
+    s->temperature = temperature;
+    s->top_k = top_k;
+    s->top_p = top_p;
+    s->probs = malloc((size_t)vocab_size * sizeof(double));
+    s->scratch = malloc((size_t)vocab_size * sizeof(double));
+    s->candidates = malloc((size_t)vocab_size * sizeof(int));
+    return s->probs && s->scratch && s->candidates;
+}
+
+static void free_sampler(Sampler *s) {
+    free(s->probs);
+    free(s->scratch);
+    free(s->candidates);
+}
+
+static int argmax(const float *x, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++) if (x[i] > x[best]) best = i;
+    return best;
+}
+
+/* The k-th largest of x[0..n) (k from 1), by quickselect; reorders x. */
+static double kth_largest(double *x, int n, int k) {
+    int lo = 0, hi = n - 1, want = k - 1;
+    while (lo < hi) {
+        double pivot = x[lo + (hi - lo) / 2];
+        int i = lo, j = hi;
+        while (i <= j) { /* larger values to the left */
+            while (x[i] > pivot) i++;
+            while (x[j] < pivot) j--;
+            if (i <= j) { double tmp = x[i]; x[i] = x[j]; x[j] = tmp; i++; j--; }
+        }
+        if (want <= j) hi = j;
+        else if (want >= i) lo = i;
+        else break;
+    }
+    return x[want];
+}
+
+static const double *sort_probs; /* qsort's comparator has no context argument */
+
+/* Probability descending, then id ascending: a total order, so the result never depends on
+ * the sort algorithm. */
+static int by_probability(const void *a, const void *b) {
+    int i = *(const int *)a, j = *(const int *)b;
+    if (sort_probs[i] != sort_probs[j]) return sort_probs[i] > sort_probs[j] ? -1 : 1;
+    return (i > j) - (i < j);
+}
+
+static int by_id(const void *a, const void *b) {
+    int i = *(const int *)a, j = *(const int *)b;
+    return (i > j) - (i < j);
+}
+
+/* The next token from logits (n = the real vocabulary), by the procedure above. */
+static int sample(Sampler *s, const float *logits, int n) {
+    if (s->temperature == 0.0) return argmax(logits, n);
+    double *p = s->probs, max = logits[argmax(logits, n)] / s->temperature, sum = 0.0;
+    for (int i = 0; i < n; i++) { p[i] = exp(logits[i] / s->temperature - max); sum += p[i]; }
+    for (int i = 0; i < n; i++) p[i] /= sum;
+
+    /* Candidates that can survive truncation. Dropping them before the sort changes nothing:
+     * with top-k only tokens at least as likely as the k-th can be kept; with top-p alone,
+     * tokens below (1 - top_p) / (n - 1) together hold less than 1 - top_p, so the nucleus
+     * never reaches them. */
+    int n_cand = 0;
+    double cutoff = 0.0;
+    if (s->top_k > 0 && s->top_k < n) {
+        memcpy(s->scratch, p, (size_t)n * sizeof(double));
+        cutoff = kth_largest(s->scratch, n, s->top_k);
+    } else if (s->top_p < 1.0 && n > 1) {
+        cutoff = (1.0 - s->top_p) / (n - 1);
+    }
+    for (int i = 0; i < n; i++) if (p[i] >= cutoff) s->candidates[n_cand++] = i;
+    if (n_cand == 0) for (int i = 0; i < n; i++) s->candidates[n_cand++] = i; /* rounding */
+    sort_probs = p;
+    qsort(s->candidates, (size_t)n_cand, sizeof(int), by_probability);
+    int top_k_applied = s->top_k > 0 && s->top_k < n;
+    if (top_k_applied && s->top_k < n_cand) n_cand = s->top_k;
+
+    if (s->top_p < 1.0) {
+        double mass = top_k_applied ? 0.0 : 1.0, running = 0.0;
+        if (top_k_applied) for (int i = 0; i < n_cand; i++) mass += p[s->candidates[i]];
+        for (int i = 0; i < n_cand; i++) {
+            running += p[s->candidates[i]];
+            if (running >= s->top_p * mass) { n_cand = i + 1; break; }
+        }
+    }
+    qsort(s->candidates, (size_t)n_cand, sizeof(int), by_id);
+    double kept = 0.0, running = 0.0;
+    for (int i = 0; i < n_cand; i++) kept += p[s->candidates[i]];
+    double r = rng_uniform(&s->rng_state) * kept;
+    for (int i = 0; i < n_cand; i++) {
+        running += p[s->candidates[i]];
+        if (running > r) return s->candidates[i];
+    }
+    return s->candidates[n_cand - 1];
+}
+
+#endif
