@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import pickle
 import struct
 import sys
 import zlib
@@ -32,6 +31,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from model import GPT, GPTConfig  # noqa: E402
+from safe_pickle import UnsafeFile, load_plain, load_torch  # noqa: E402
 
 MAGIC = 0x43545047  # "GPTC", model.h
 VERSION = 1
@@ -132,15 +132,32 @@ def gpt2_vocab(folder: Path) -> TokenizerData:
 
 
 def char_vocab(meta_path: Path) -> TokenizerData:
-    """nanoGPT's meta.pkl: stoi / itos for a character-level vocabulary."""
-    with open(meta_path, "rb") as f:
-        meta = pickle.load(f)
-    if "itos" not in meta:
-        raise ExportError(f"{meta_path}: no 'itos' key (expected nanoGPT's meta.pkl)")
-    itos = meta["itos"]
+    """nanoGPT's meta.pkl: stoi / itos for a character-level vocabulary, read as plain data
+    (safe_pickle: a pickle that asks to run anything is refused)."""
+    try:
+        meta = load_plain(meta_path)
+    except UnsafeFile as e:
+        raise ExportError(f"refusing to load '{meta_path}': {e}") from e
+    except Exception as e:  # a corrupt pickle raises many kinds
+        raise ExportError(f"cannot read '{meta_path}': {e}") from e
+    itos = meta.get("itos") if isinstance(meta, dict) else None
+    if not isinstance(itos, dict) or sorted(itos) != list(range(len(itos))) \
+            or not all(isinstance(ch, str) for ch in itos.values()):
+        raise ExportError(f"{meta_path}: no 'itos' mapping 0..n-1 to characters (expected nanoGPT's meta.pkl)")
     n = len(itos)
     tokens = [itos[i].encode("utf-8") for i in range(n)]
     return TokenizerData("char", tokens, [RANK_NONE] * n, -1)
+
+
+def read_checkpoint(path: Path) -> object:
+    """A torch.save file (checkpoint, pytorch_model.bin) read as data, never run: safe_pickle
+    admits plain containers, numbers, strings and tensors, and refuses anything else."""
+    try:
+        return load_torch(path)
+    except UnsafeFile as e:
+        raise ExportError(f"refusing to load '{path}': {e}") from e
+    except Exception as e:  # a corrupt archive or pickle raises many kinds
+        raise ExportError(f"cannot read checkpoint '{path}': {e}") from e
 
 
 # ---- sources ----------------------------------------------------------------------------
@@ -238,7 +255,9 @@ def load_hf(folder: Path) -> tuple[GPT, TokenizerData]:
     if (folder / "model.safetensors").exists():
         sd = read_safetensors(folder / "model.safetensors")
     elif (folder / "pytorch_model.bin").exists():
-        sd = torch.load(folder / "pytorch_model.bin", map_location="cpu")
+        sd = read_checkpoint(folder / "pytorch_model.bin")
+        if not isinstance(sd, dict) or not all(isinstance(v, torch.Tensor) for v in sd.values()):
+            raise ExportError(f"{folder}/pytorch_model.bin is not a state dict of tensors")
     else:
         raise ExportError(f"{folder}: neither model.safetensors nor pytorch_model.bin")
     tok = bpe_vocab(folder / "vocab.json", folder / "merges.txt")
@@ -333,10 +352,7 @@ def load_source(source: str, gpt2_dir: Path = DEFAULT_GPT2_VOCAB) -> tuple[GPT, 
             if model is None:
                 raise ExportError(f"'{source}' holds only a tokenizer")
             return model, tok
-    try:
-        ckpt = torch.load(path, map_location="cpu")
-    except Exception as e:  # torch raises many kinds for a corrupt file
-        raise ExportError(f"cannot read checkpoint '{source}': {e}") from e
+    ckpt = read_checkpoint(path)
     if not isinstance(ckpt, dict):
         raise ExportError(f"'{source}' is not a checkpoint dict")
     if ckpt.get("format") == "gptc":

@@ -28,7 +28,7 @@ import torch
 from torch.nn import functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from export import TokenizerData, load_source, save_checkpoint  # noqa: E402
+from export import ExportError, TokenizerData, load_source, read_checkpoint, save_checkpoint  # noqa: E402
 from model import GPT, GPTConfig  # noqa: E402
 from train_tokenizer import Encoder, load as load_tokenizer  # noqa: E402
 
@@ -123,8 +123,11 @@ def main() -> None:
 
     step, history = 0, []
     if args.resume and ckpt_path.exists():
-        model, _ = load_source(str(ckpt_path))
-        state = torch.load(ckpt_path, map_location="cpu")
+        try:  # read as data only: safe_pickle refuses a file that asks to run code
+            model, _ = load_source(str(ckpt_path))
+            state = read_checkpoint(ckpt_path)
+        except ExportError as e:
+            sys.exit(f"error: {e}")
         step, history = state["step"], state["history"]
         torch.set_rng_state(state["torch_rng"])
         print(f"resumed at step {step}", file=sys.stderr)

@@ -1,7 +1,9 @@
-"""export/export.py on every SOURCE kind of SPEC section 3. Each test starts from a reference
-model with random weights, writes it the way that SOURCE's own tools would (our trainer's
-checkpoint, nanoGPT's ckpt.pt, a Hugging Face GPT-2 folder), exports it with the command a user
-runs, and checks run.c's logits and generations against the original reference model."""
+"""export/export.py on every SOURCE kind (our trainer's checkpoint, nanoGPT's ckpt.pt with or
+without meta.pkl, a Hugging Face GPT-2 folder). Each test starts from a reference model with
+random weights, writes it the way that SOURCE's own tools would (with what they store beside the
+weights: configs with floats, optimizer state, random-generator state), exports it with the
+command a user runs, and checks run.c's logits and generations against the original reference
+model. Files whose unpickling would run a command are refused, and the command never runs."""
 from __future__ import annotations
 
 import json
@@ -47,13 +49,25 @@ def folder(name: str) -> Path:
     return d
 
 
+def optimizer_state(model) -> dict:
+    """An AdamW state after one step, as train.py and nanoGPT store it: tensors, floats, tuples."""
+    opt = torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1)
+    model(torch.zeros(1, 4, dtype=torch.long)).sum().backward()
+    opt.step()
+    model.zero_grad(set_to_none=True)
+    return opt.state_dict()
+
+
 def test_own_checkpoint() -> None:
     tok = gpt2_tokenizer()
     model = random_model(GPTConfig(n_layer=2, n_head=2, n_embd=32, n_hidden=96, n_ctx=128,
                                    vocab_size=50257, vocab_padded=50257, pos="sinusoidal",
                                    tied_head=False), seed=11)
     d = folder("own")
-    save_checkpoint(d / "ckpt.pt", model, tok)
+    # what train.py stores beside the weights
+    save_checkpoint(d / "ckpt.pt", model, tok, {"step": 200, "optimizer": optimizer_state(model),
+                                                "history": [{"step": 200, "train": 3.5, "heldout": 3.7, "minutes": 1.5}],
+                                                "torch_rng": torch.get_rng_state()})
     r = export_cli(d / "ckpt.pt", d / "model.bin")
     assert r.returncode == 0, r.stderr.decode()
     check_matches(model, tok, d / "model.bin")
@@ -68,9 +82,13 @@ def nanogpt_checkpoint(d: Path, model, vocab_padded: int, mask_buffers: bool) ->
         for i in range(c.n_layer):
             sd[f"transformer.h.{i}.attn.bias"] = torch.tril(torch.ones(c.n_ctx, c.n_ctx)).view(1, 1, c.n_ctx, c.n_ctx)
     ckpt = {"model": {"_orig_mod." + k: v for k, v in sd.items()},
+            "optimizer": optimizer_state(model),
             "model_args": dict(n_layer=c.n_layer, n_head=c.n_head, n_embd=c.n_embd, block_size=c.n_ctx,
                                bias=c.bias, vocab_size=vocab_padded, dropout=0.0),
-            "iter_num": 100, "best_val_loss": torch.tensor(1.5), "config": {"dataset": "test"}}
+            "iter_num": 100, "best_val_loss": torch.tensor(1.5),
+            # nanoGPT's train.py saves its whole configuration: floats, strings, booleans
+            "config": {"dataset": "test", "learning_rate": 6e-4, "beta2": 0.99, "compile": True,
+                       "dtype": "bfloat16", "eval_interval": 250}}
     torch.save(ckpt, d / "ckpt.pt")
 
 
@@ -186,3 +204,78 @@ def test_failed_export_leaves_nothing() -> None:
     assert r.returncode == 1
     assert r.stderr.decode().startswith("error:") and "h.1.mlp.c_fc.weight" in r.stderr.decode()
     assert set(d.iterdir()) == before
+
+
+class RunsCommand:
+    """Unpickling this object runs a shell command that creates `marker` (what a malicious
+    checkpoint does with torch.load or pickle.load)."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+        return (os.system, (f"touch '{self.marker}'",))
+
+
+def refused(r: subprocess.CompletedProcess, marker: Path, name: str) -> None:
+    err = r.stderr.decode()
+    assert r.returncode == 1, err
+    assert err.count("\n") == 1 and err.startswith("error: refusing to load") and name in err, err
+    assert "system" in err, err  # names what the file asked to run
+    assert not marker.exists(), "the file's command ran"
+
+
+def test_malicious_checkpoint_is_refused() -> None:
+    d = folder("evil_ckpt")
+    marker = d / "pwned"
+    torch.save({"model_args": {"n_layer": 1}, "model": RunsCommand(marker)}, d / "ckpt.pt")
+    r = export_cli(d / "ckpt.pt", d / "model.bin")
+    refused(r, marker, "ckpt.pt")
+    assert not (d / "model.bin").exists()
+    # compare.py reads SOURCE the same way
+    r = subprocess.run([PYTHON, str(REPO / "export" / "compare.py"), str(d / "ckpt.pt"), str(d / "model.bin")],
+                       capture_output=True, timeout=300)
+    refused(r, marker, "ckpt.pt")
+
+
+def test_malicious_meta_pkl_is_refused() -> None:
+    tok = char_tokenizer()
+    n = len(tok.tokens)
+    model = random_model(GPTConfig(n_layer=1, n_head=2, n_embd=16, n_hidden=32, n_ctx=32,
+                                   vocab_size=n, vocab_padded=n, gelu="erf"), seed=17)
+    d = folder("evil_meta")
+    marker = d / "pwned"
+    nanogpt_checkpoint(d, model, n, mask_buffers=False)
+    with open(d / "meta.pkl", "wb") as f:
+        pickle.dump({"vocab_size": n, "itos": RunsCommand(marker)}, f)
+    r = export_cli(d / "ckpt.pt", d / "model.bin")
+    refused(r, marker, "meta.pkl")
+    assert not (d / "model.bin").exists()
+
+
+def test_malicious_pytorch_model_bin_is_refused() -> None:
+    model = hf_model(18)
+    d = hf_folder("evil_hf", model)
+    marker = d / "pwned"
+    sd = hf_state_dict(model, prefix="")
+    sd["h.0.attn.bias"] = RunsCommand(marker)
+    torch.save(sd, d / "pytorch_model.bin")
+    r = export_cli(d, d / "model.bin")
+    refused(r, marker, "pytorch_model.bin")
+    assert not (d / "model.bin").exists()
+
+
+def test_train_resume_refuses_malicious_checkpoint() -> None:
+    d = folder("evil_resume")
+    marker = d / "pwned"
+    torch.save({"format": "gptc", "config": {}, "model": {}, "tokenizer": RunsCommand(marker)}, d / "ckpt.pt")
+    text = d / "text.txt"
+    text.write_text("In the beginning God created the heaven and the earth.\n\nAnd God said\n" * 50)
+    import train_tokenizer
+    train_tokenizer.save(train_tokenizer.train(text.read_text(), 260), d / "tok.json")
+    r = subprocess.run([PYTHON, str(REPO / "export" / "train.py"), "--train", str(text), "--heldout", str(text),
+                        "--tokenizer", str(d / "tok.json"), "--out", str(d), "--resume"],
+                       capture_output=True, timeout=300)
+    assert not marker.exists(), "the checkpoint's command ran"
+    assert r.returncode == 1 and "refusing to load" in r.stderr.decode(), r.stderr.decode()
