@@ -26,22 +26,49 @@ run: $(BIN)
 deps:
 	@PYTHON=$(PYTHON) bash tests/deps.sh
 
-# The same program for each instruction-set path of the kernels, for tests/test_paths.py:
-# portable C, AVX2+FMA, AVX2+FMA+AVX-VNNI, -march=native without AMX (q8_0 prefill on
-# AVX512-VNNI), and -march=native as it is (AVX-512, and AMX where the CPU has it).
-PATHS := scalar avx2 avxvnni avx512vnni native
+# Every instruction-set path of the kernels, each a build of run (tests/build/run-PATH), of
+# tests/test_kernels.c (test_kernels-PATH) and of tests/trace.c (trace-PATH); tests/paths.py
+# says which ones this CPU runs. x86-64: portable C, AVX2+FMA, AVX2+FMA+AVX-VNNI, AVX-512 with
+# VNNI (x86-64-v4), and -march=native as it is (AVX-512, AMX where the CPU has it); plus the ARM
+# paths, NEON without and with dotprod, built with Debian's cross compiler and run under
+# qemu-user: tests/build/PROGRAM-neon is then a script that starts qemu on PROGRAM-neon.elf with
+# a CPU of that kind (Cortex-A72, Neoverse-N1). An aarch64 machine builds the ARM paths natively.
+ARCH := $(shell uname -m)
+ARM_PATHS := neon neon-dotprod
+ifeq ($(ARCH),aarch64)
+PATHS := scalar $(ARM_PATHS) native
+ARM_CC := $(CC)
+else
+PATHS := scalar avx2 avxvnni avx512vnni native $(ARM_PATHS)
+ARM_CC := aarch64-linux-gnu-gcc
+EMULATED := $(ARM_PATHS)
+endif
 FLAGS_scalar := -O3
 FLAGS_avx2 := -O3 -mavx2 -mfma
 FLAGS_avxvnni := -O3 -mavx2 -mfma -mavxvnni
-FLAGS_avx512vnni := -O3 -march=native -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
+FLAGS_avx512vnni := -O3 -march=x86-64-v4 -mavx512vnni
 FLAGS_native := -O3 -march=native
+FLAGS_neon := -O3 -march=armv8-a
+FLAGS_neon-dotprod := -O3 -march=armv8.2-a+dotprod
+QEMU_CPU_neon := cortex-a72
+QEMU_CPU_neon-dotprod := neoverse-n1
+HASH := \#
+# $(call path_build,PATH,OUTPUT,SOURCES AND FLAGS)
+path_build = $(if $(filter $(1),$(EMULATED)),\
+	$(ARM_CC) $(FLAGS_$(1)) $(WARN) -fopenmp -o $(2).elf $(3) -lm && \
+	printf '$(HASH)!/bin/sh\nexec qemu-aarch64 -L /usr/aarch64-linux-gnu -cpu $(QEMU_CPU_$(1)) "$$0.elf" "$$@"\n' > $(2) && \
+	chmod +x $(2),\
+	$(if $(filter $(1),$(ARM_PATHS)),$(ARM_CC),$(CC)) $(FLAGS_$(1)) $(WARN) $(OPENMP) -o $(2) $(3) -lm)
 tests/build/run-%: $(SOURCES) $(HEADERS)
 	@mkdir -p tests/build
-	$(CC) $(FLAGS_$*) $(WARN) $(OPENMP) -o $@ $(SOURCES) -lm
-# tests/test_kernels.c, the hand-computed kernel checks, for each path too
+	$(call path_build,$*,$@,$(SOURCES))
 tests/build/test_kernels-%: tests/test_kernels.c $(SOURCES) $(HEADERS)
 	@mkdir -p tests/build
-	$(CC) $(FLAGS_$*) $(WARN) $(OPENMP) -Wno-unused-function -o $@ tests/test_kernels.c tokenizer.c -lm
+	$(call path_build,$*,$@,-Wno-unused-function tests/test_kernels.c tokenizer.c)
+tests/build/trace-%: tests/trace.c $(SOURCES) $(HEADERS)
+	@mkdir -p tests/build
+	$(call path_build,$*,$@,-Wno-unused-function tests/trace.c tokenizer.c)
+PATH_BUILDS := $(foreach p,$(PATHS),tests/build/run-$(p) tests/build/test_kernels-$(p) tests/build/trace-$(p))
 
 # Reproduce the shipped model from Debian's bible-kjv: corpus, BPE vocabulary, training (about
 # an hour on 2 cores; resumable after a kill: run it again), export, held-out score. Training
@@ -64,15 +91,16 @@ tests/build/bandwidth: tests/bench/bandwidth.c
 	$(CC) -O2 -march=native -fopenmp -o $@ $<
 
 # speed against the memory-bandwidth ceiling, and the tokenizer against npm tiktoken
-bench: deps $(BIN) tests/build/bandwidth $(PATHS:%=tests/build/run-%)
+bench: deps $(BIN) tests/build/bandwidth $(PATH_BUILDS)
 	$(PYTHON) tests/bench/bench.py --runs 5
 
-test: deps $(BIN) $(PATHS:%=tests/build/run-%) $(PATHS:%=tests/build/test_kernels-%)
+test: deps $(BIN) $(PATH_BUILDS)
 	$(PYTHON) -m pytest -q -p no:cacheprovider tests
 
-# The decoder's parity tests once per instruction-set path (longer than make test).
-test-paths: deps $(PATHS:%=tests/build/run-%)
-	for p in $(PATHS); do RUN_BINARY=$(CURDIR)/tests/build/run-$$p \
+# The decoder's parity tests once per instruction-set path this machine runs (tests/paths.py
+# names the ones it skips and why; the ARM paths run emulated, slowly).
+test-paths: deps $(PATH_BUILDS)
+	for p in $$($(PYTHON) tests/paths.py); do echo "== path $$p"; RUN_BINARY=$(CURDIR)/tests/build/run-$$p \
 	    $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_parity.py || exit 1; done
 
 # The whole suite against an AddressSanitizer + UndefinedBehaviorSanitizer build of run.
@@ -85,7 +113,7 @@ run-asan: $(SOURCES) $(HEADERS)
 tests/build/test_kernels-asan: tests/test_kernels.c $(SOURCES) $(HEADERS)
 	@mkdir -p tests/build
 	$(CC) $(SANITIZE) $(WARN) -Wno-unused-function -o $@ tests/test_kernels.c tokenizer.c -lm
-sanitize: deps run-asan tests/build/test_kernels-asan $(PATHS:%=tests/build/run-%)
+sanitize: deps run-asan tests/build/test_kernels-asan $(PATH_BUILDS)
 	tests/build/test_kernels-asan > /dev/null
 	ASAN_OPTIONS=detect_leaks=0 RUN_BINARY=$(CURDIR)/run-asan $(PYTHON) -m pytest -q -p no:cacheprovider tests
 	ASAN_OPTIONS=detect_leaks=1 ./run-asan tests/tmp/parity_gpt2.bin -i "And God said" -n 16 -s 1 > /dev/null

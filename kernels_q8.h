@@ -6,7 +6,7 @@
  * quantize_q8), so every product is an integer one and all paths compute the same quantities up
  * to float summation order.
  *   decode (T = 1): dot_q8 per row, rows split between threads: AVX512-VNNI, AVX2 (with
- *     AVX-VNNI or maddubs), NEON sdot, or portable C;
+ *     AVX-VNNI or maddubs), NEON (with sdot where the CPU has it), or portable C;
  *   prefill (T > 1): the weights rearranged once at load (q8_pack) into blocks of 16 rows, read
  *     by AMX tile products (Intel Sapphire Rapids and later, where Linux grants the tiles),
  *     AVX512-VNNI (16 rows in the lanes of a register, 8 tokens per weight load), or 256-bit
@@ -28,6 +28,8 @@ _Static_assert(Q8_GROUP == 32, "the q8_0 kernels assume groups of 32 values");
 #define Q8_DECODE "avx2-maddubs"
 #elif defined(__ARM_NEON) && defined(__ARM_FEATURE_DOTPROD)
 #define Q8_DECODE "neon-sdot"
+#elif defined(__ARM_NEON)
+#define Q8_DECODE "neon"
 #else
 #define Q8_DECODE "scalar"
 #endif
@@ -92,6 +94,19 @@ static inline float dot_q8(const int8_t *wq, const float *ws, const int8_t *xq, 
     for (; b < nb; b++) {
         int32x4_t dots = vdotq_s32(vdupq_n_s32(0), vld1q_s8(wq + b * Q8_GROUP), vld1q_s8(xq + b * Q8_GROUP));
         dots = vdotq_s32(dots, vld1q_s8(wq + b * Q8_GROUP + 16), vld1q_s8(xq + b * Q8_GROUP + 16));
+        acc = vmlaq_n_f32(acc, vcvtq_f32_s32(dots), ws[b] * xs[b]);
+    }
+    sum = vaddvq_f32(acc);
+#elif defined(__ARM_NEON)
+    /* without sdot (Cortex-A53/A72): int8 x int8 to int16 (two products per lane: at most
+     * 2 x 127 x 127, which fits), then pairwise into int32 */
+    float32x4_t acc = vdupq_n_f32(0);
+    for (; b < nb; b++) {
+        int8x16_t w0 = vld1q_s8(wq + b * Q8_GROUP), w1 = vld1q_s8(wq + b * Q8_GROUP + 16);
+        int8x16_t x0 = vld1q_s8(xq + b * Q8_GROUP), x1 = vld1q_s8(xq + b * Q8_GROUP + 16);
+        int16x8_t p0 = vmlal_s8(vmull_s8(vget_low_s8(w0), vget_low_s8(x0)), vget_high_s8(w0), vget_high_s8(x0));
+        int16x8_t p1 = vmlal_s8(vmull_s8(vget_low_s8(w1), vget_low_s8(x1)), vget_high_s8(w1), vget_high_s8(x1));
+        int32x4_t dots = vpadalq_s16(vpaddlq_s16(p0), p1);
         acc = vmlaq_n_f32(acc, vcvtq_f32_s32(dots), ws[b] * xs[b]);
     }
     sum = vaddvq_f32(acc);

@@ -292,9 +292,23 @@ def read_tokenizer(raw: bytes, tok_off: int) -> TokenizerData:
     return TokenizerData({v: k for k, v in PRETOK.items()}[kind], tokens, ranks, eot)
 
 
-def read_model(path: Path) -> tuple[GPT | None, TokenizerData]:
-    """Read a weight file back (model.h's layout) into the reference model: lets the tests and
-    compare.py check a shipped .bin, whose training checkpoint is not shipped."""
+@dataclass
+class FileTensor:
+    """One tensor of a weight file as stored: float32 values, or for a q8_0 matrix its int8
+    quants (shape) and float32 scales (shape[:-1] + (cols // group,))."""
+    values: np.ndarray
+    scales: np.ndarray | None = None
+
+    def dequantized(self) -> np.ndarray:
+        """float32 values; a q8_0 value is quant * scale rounded to float32, as run.c does."""
+        if self.scales is None:
+            return self.values
+        group = self.values.shape[-1] // self.scales.shape[-1]
+        return self.values.astype(np.float32) * np.repeat(self.scales, group, axis=-1)
+
+
+def read_tensors(path: Path) -> tuple[GPTConfig | None, TokenizerData, dict[str, FileTensor]]:
+    """A weight file (model.h's layout) as its configuration, tokenizer and tensors."""
     raw = Path(path).read_bytes()
     if len(raw) < HEADER_SIZE or struct.unpack_from("<I", raw)[0] != MAGIC:
         raise ExportError(f"{path} is not a model file")
@@ -304,38 +318,47 @@ def read_model(path: Path) -> tuple[GPT | None, TokenizerData]:
         raise ExportError(f"{path}: format version {version}, this reads {VERSION}")
     tok = read_tokenizer(raw, tok_off)
     if n_layer == 0:
-        return None, tok
+        return None, tok, {}
     cfg = GPTConfig(n_layer=n_layer, n_head=n_head, n_embd=n_embd, n_hidden=n_hidden, n_ctx=n_ctx,
                     vocab_size=vocab, vocab_padded=padded, ln_eps=eps, gelu=["tanh", "erf"][gelu],
                     bias=bool(bias), tied_head=bool(tied), pos=["learned", "sinusoidal"][pos])
-    model = GPT(cfg)
-    shapes = {name: arr.shape for name, arr in file_tensors(model)}
-    arrays = {}
+    shapes = {name: arr.shape for name, arr in file_tensors(GPT(cfg))}
+    tensors = {}
     for i in range(n_tensors):
         name, offset, size = struct.unpack_from("<48sQQ", raw, table_off + 64 * i)
         name = name.rstrip(b"\0").decode()
-        arrays[name] = dequantize(raw, offset, size, shapes[name], wtype, group)
+        tensors[name] = tensor_at(raw, offset, size, shapes[name], wtype, group)
+    return cfg, tok, tensors
+
+
+def read_model(path: Path) -> tuple[GPT | None, TokenizerData]:
+    """Read a weight file back into the reference model, q8_0 matrices dequantized: lets the
+    tests and compare.py check a shipped .bin, whose training checkpoint is not shipped."""
+    cfg, tok, tensors = read_tensors(path)
+    if cfg is None:
+        return None, tok
+    arrays = {name: t.dequantized() for name, t in tensors.items()}
     sd = {"transformer.wte.weight": arrays["wte"], "transformer.ln_f.weight": arrays["ln_f.weight"]}
     if "wpe" in arrays:
         sd["transformer.wpe.weight"] = arrays["wpe"]
-    if bias:
+    if cfg.bias:
         sd["transformer.ln_f.bias"] = arrays["ln_f.bias"]
     for part in LAYER_PARTS:
         if part in arrays:
-            for layer in range(n_layer):
+            for layer in range(cfg.n_layer):
                 sd[f"transformer.h.{layer}.{part}"] = arrays[part][layer]
     sd["lm_head.weight"] = arrays.get("lm_head.weight", arrays["wte"])
     return build_model(cfg, {k: torch.from_numpy(np.array(v)) for k, v in sd.items()}, str(path)), tok
 
 
-def dequantize(raw: bytes, offset: int, size: int, shape: tuple, wtype: int, group: int) -> np.ndarray:
+def tensor_at(raw: bytes, offset: int, size: int, shape: tuple, wtype: int, group: int) -> FileTensor:
     count = int(np.prod(shape))
     if size == 4 * count:
-        return np.frombuffer(raw, "<f4", count, offset).reshape(shape)
+        return FileTensor(np.frombuffer(raw, "<f4", count, offset).reshape(shape))
     if wtype == 1 and size == count + (-count % 4) + 4 * (count // group):
-        quants = np.frombuffer(raw, np.int8, count, offset).astype(np.float32).reshape(-1, group)
+        quants = np.frombuffer(raw, np.int8, count, offset).reshape(shape)
         scales = np.frombuffer(raw, "<f4", count // group, offset + count + (-count % 4))
-        return (quants * scales[:, None]).reshape(shape)
+        return FileTensor(quants, scales.reshape(*shape[:-1], shape[-1] // group))
     raise ExportError(f"tensor at {offset}: {size} bytes do not fit shape {shape}")
 
 

@@ -19,23 +19,14 @@ TMP = REPO / "tests" / "tmp"
 from export import (RANK_NONE, DEFAULT_GPT2_VOCAB, TokenizerData, gpt2_vocab,  # noqa: E402
                     write_model)
 from model import GPT, GPTConfig  # noqa: E402
+import paths  # noqa: E402
 
 torch.set_num_threads(2)
 
-# The instruction-set paths of the kernels, each built by `make test` as tests/build/run-PATH and
-# tests/build/test_kernels-PATH (flags in the Makefile), and the CPU features each needs.
-CPU_FLAGS = Path("/proc/cpuinfo").read_text()
-PATH_NEEDS = {"scalar": [], "avx2": ["avx2", "fma"], "avxvnni": ["avx2", "fma", "avx_vnni"],
-              "avx512vnni": ["avx512f", "avx512bw", "avx512_vnni"], "native": []}
-
-
-def available(path: str) -> bool:
-    return all(f" {flag}" in CPU_FLAGS for flag in PATH_NEEDS[path])
-
-
-# The paths this CPU can execute (all five on the development machine); the portable one and
-# the -march=native one always run.
-PATHS = [p for p in PATH_NEEDS if available(p)]
+# The instruction-set paths of the kernels this machine runs (tests/paths.py; each built by
+# `make test` as tests/build/run-PATH, test_kernels-PATH and trace-PATH): on x86-64 those this
+# CPU has, plus NEON without and with dotprod under qemu-user.
+PATHS = [path for path, why_not in paths.paths().items() if why_not is None]
 
 # English text for prompts; long enough for 64+ tokens in every test vocabulary.
 TEXT = ("In the beginning God created the heaven and the earth. And the earth was without "

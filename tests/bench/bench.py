@@ -143,16 +143,18 @@ def models_table(runs: int) -> None:
 
 def paths_table(runs: int) -> None:
     """Prefill of the 124M shape with each instruction-set path's build (tests/build/run-PATH),
-    2 threads: what a CPU without AVX-512 or without AMX gets."""
-    from common import PATHS
+    2 threads: what a CPU without AVX-512 or without AMX gets. Only the paths this CPU executes
+    natively; tests/paths.py prints the skipped ones and why."""
+    from paths import runnable
     files = gpt2_124m()
-    prompt = prompt_of(files["q8_0"], 128)
     print()
+    built = runnable(for_bench=True)
+    prompt = prompt_of(files["q8_0"], 128)
     print(f"Prefill tok/s (128-token prompt, 2 threads, median of {runs}) by build "
           "(tests/build/run-PATH; --info names the kernels):")
     print("| build | kernels | f32 | q8_0 |")
     print("|---|---|---|---|")
-    for path in PATHS:
+    for path in built:
         run = REPO / "tests" / "build" / f"run-{path}"
         info = sh(run, files["q8_0"], "--info").stdout.decode()
         kernels = next(line for line in info.splitlines() if line.startswith("kernels:"))[9:]

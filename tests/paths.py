@@ -1,0 +1,68 @@
+"""The instruction-set paths of the kernels, and which of them this machine can run.
+
+Each path is a build of run, tests/test_kernels.c and tests/trace.c (tests/build/run-PATH etc.,
+flags in the Makefile). On an x86-64 machine the ARM paths are cross-compiled and run under
+qemu-user (tests/deps.sh installs both); they are never skipped there, so a missing emulator
+fails the tests that use them. A path whose instructions this CPU lacks is skipped, with the
+reason.
+
+usage: paths.py [--for-bench]   prints the paths to run, one line, and on stderr the skipped
+                                ones with their reasons; --for-bench also skips emulated paths
+"""
+from __future__ import annotations
+
+import platform
+import sys
+from pathlib import Path
+
+X86_PATHS = {  # path -> CPU flags (/proc/cpuinfo) it needs
+    "scalar": [],
+    "avx2": ["avx2", "fma"],
+    "avxvnni": ["avx2", "fma", "avx_vnni"],
+    "avx512vnni": ["avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl", "avx512_vnni"],  # x86-64-v4 + VNNI
+    "native": [],
+}
+ARM_PATHS = {"neon": [], "neon-dotprod": ["asimddp"]}
+EMULATED = "emulated by qemu-user (Cortex-A72 without dotprod, Neoverse-N1 with)"
+
+
+def cpu_flags() -> set[str]:
+    flags: set[str] = set()
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith(("flags", "Features")):
+            flags.update(line.split(":", 1)[1].split())
+    return flags
+
+
+def paths() -> dict[str, str | None]:
+    """Every path of this machine's architecture -> None when it runs here, else why not."""
+    have = cpu_flags()
+    if platform.machine() == "aarch64":
+        table = {"scalar": [], **ARM_PATHS, "native": []}
+    else:
+        table = dict(X86_PATHS)
+    out: dict[str, str | None] = {}
+    for path, needs in table.items():
+        missing = [f for f in needs if f not in have]
+        out[path] = f"this CPU lacks {', '.join(missing)}" if missing else None
+    if platform.machine() != "aarch64":
+        out.update({path: None for path in ARM_PATHS})
+    return out
+
+
+def emulated(path: str) -> bool:
+    return path in ARM_PATHS and platform.machine() != "aarch64"
+
+
+def runnable(for_bench: bool = False) -> list[str]:
+    table = paths()
+    if for_bench:
+        table.update({p: EMULATED + ": its speed says nothing" for p in table if emulated(p)})
+    for path, why in table.items():
+        if why:
+            print(f"skipped path {path}: {why}", file=sys.stderr)
+    return [p for p, why in table.items() if why is None]
+
+
+if __name__ == "__main__":
+    print(" ".join(runnable(for_bench="--for-bench" in sys.argv)))
