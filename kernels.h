@@ -14,12 +14,36 @@
  *   gelu()          GPT-2's tanh approximation or the exact erf form, in place
  *   residual_add()  x += delta
  *   attention()     causal attention of consecutive queries of one head over its cache
- *   prepare_for_prefill()  at load: weights rearranged for the prefill kernels that want it
+ *   prepare_weights()      at load: weights rearranged for the kernels that want it
  *   kernels_description()  the kernels this build runs on this CPU (for --info)
  *
- * Every path sums in its own order, so results differ in the last bits between paths.
- * tests/test_kernels.c checks each kernel against sums in double, tests/test_paths.py every
- * product of a forward pass against a reference, and greedy tokens for equality.
+ * Arithmetic every path shares. Each path performs the same float32 operations in the same
+ * order, so every path gives bit-identical results: the same logits, and so the same tokens, on
+ * any CPU and with any thread count (each output is computed by one thread). fma is a fused
+ * multiply-add (one rounding); sums run in the order written.
+ *   exp(z): z clamped to [-87, 87]; k = round_half_even(z * 1.44269504); r = fma(-k,
+ *     0.693145752, z); r = fma(-k, 1.42860677e-6, r) (ln 2 in two parts, Cody and Waite);
+ *     p = 1/720; p = fma(p, r, c) for c = 1/120, 1/24, 1/6, 1/2, 1, 1 (Taylor series of
+ *     exp(r), relative error about 1e-7); exp = p * 2^k.
+ *   GELU, tanh form: y = 0.7978845608 * fma(0.044715 x, x x, x); x / (1 + exp(-2 y)),
+ *     since 0.5 (1 + tanh y) = 1 / (1 + exp(-2y)).
+ *   GELU, erf form: 0.5 x (1 + erf(x / sqrt 2)), erf from the Chebyshev fit of erfc in
+ *     Numerical Recipes in C (2nd ed., section 6.2, "erfcc": fractional error below 1.2e-7):
+ *     z = x * 0.70710678, t = 1 / (1 + 0.5 |z|), erfc|z| = t exp(fma(-|z|, |z|, P(t))) with P
+ *     in Horner form by fma, erf = copysign(1 - erfc|z|, z); then (0.5 x) (1 + erf).
+ *   softmax: e_j = exp(x_j - max x); sum = e_0 + e_1 + ... in order; x_j = e_j / sum.
+ *   attention of a query q at position pos over keys k_j, values v_j, j <= pos: score_j = fma
+ *     chain over d of (q_d * (1 / sqrt(head_size))) * k_jd; softmax; out_d = fma chain over j
+ *     of weight_j * v_jd.
+ *   float32 matrix-vector product (decode): 64 partial sums, partial l an fma chain over the
+ *     k = l, l + 64, l + 128, ... in order; then p_i += p_{i+32} for i < 32, p_i += p_{i+16}
+ *     for i < 16, and so on down to p_0 + p_1 (a fixed tree); then + bias.
+ *   float32 prefill: each output an fma chain over k in order, then + bias.
+ *   q8_0 products (kernels_q8.h): exact integer dot products per group of 32, then an fma chain
+ *     over the groups in order of dot_g * (weight scale_g * activation scale_g); then + bias.
+ *   LayerNorm, embeddings and residual adds: plain float32 operations in order.
+ * tests/test_kernels.c checks each path's kernels against these definitions bit for bit, and
+ * tests/test_paths.py every path's logits against every other's.
  */
 #ifndef KERNELS_H
 #define KERNELS_H
@@ -60,7 +84,7 @@ typedef struct {
     const float *f32;      /* (rows, cols), float32 weights */
     const int8_t *q;       /* (rows, cols), q8_0 quants */
     const float *scale;    /* (rows, cols / Q8_GROUP), q8_0 scales: value = quant * scale */
-    const int8_t *packed;  /* the same weights rearranged at load for prefill, or NULL */
+    const int8_t *packed;  /* the same weights rearranged at load (kernels_q8.h), or NULL */
     int packing;           /* how they are rearranged (kernels_q8.h's Q8_PACK_*) */
 } Matrix;
 
@@ -76,100 +100,247 @@ typedef struct {
 #define SPAN 8192
 
 static inline int min_int(int a, int b) { return a < b ? a : b; }
+static inline int round_up16(int n) { return (n + 15) / 16 * 16; }
 
-/* ---- named SIMD helpers ---------------------------------------------------------------- */
-
-#if defined(__AVX2__) && defined(__FMA__)
-/* the sum of the 8 floats of a register */
-static inline float hsum_f32x8(__m256 v) {
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_add_ss(h, _mm_movehdup_ps(h));
-    return _mm_cvtss_f32(h);
-}
-#endif
+/* ---- a vector of VW floats: the one place that differs between instruction sets ---------
+ * exp, GELU, softmax, attention and the decode dot product are written once with these; each
+ * operation is the same IEEE operation on every path, lane by lane. vf_reduce sums a vector's
+ * lanes as a fixed tree: lane i + lane i + VW/2 for i < VW/2, then the same on what is left. */
 
 #if defined(__AVX512F__)
-/* the first n of 16 lanes (all for n >= 16): masks for loads and stores of a ragged tail */
-static inline __mmask16 first_lanes(int n) { return n >= 16 ? 0xFFFF : (__mmask16)((1u << n) - 1); }
-
-/* exp(z) for 16 floats, z clamped to [-87, 87]: range reduction z = k ln2 + r, |r| <= ln2/2
- * (ln2 in two parts), a degree-6 Taylor polynomial for exp(r) (relative error about 1e-7),
- * scaled by 2^k with scalef. */
-static inline __m512 exp_f32x16(__m512 z) {
-    z = _mm512_min_ps(_mm512_max_ps(z, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(87.0f));
-    __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(z, _mm512_set1_ps(1.44269504f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693145752f), z);
-    r = _mm512_fnmadd_ps(k, _mm512_set1_ps(1.42860677e-6f), r);
-    __m512 p = _mm512_set1_ps(1.0f / 720);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, k);
+#define VW 16
+typedef __m512 vf;
+static inline vf vf_load(const float *p) { return _mm512_loadu_ps(p); }
+static inline void vf_store(float *p, vf v) { _mm512_storeu_ps(p, v); }
+static inline vf vf_set1(float x) { return _mm512_set1_ps(x); }
+static inline vf vf_add(vf a, vf b) { return _mm512_add_ps(a, b); }
+static inline vf vf_mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
+static inline vf vf_div(vf a, vf b) { return _mm512_div_ps(a, b); }
+static inline vf vf_max(vf a, vf b) { return _mm512_max_ps(a, b); }
+static inline vf vf_min(vf a, vf b) { return _mm512_min_ps(a, b); }
+static inline vf vf_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
+static inline vf vf_round(vf a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+static inline vf vf_pow2(vf k) { /* 2^k for whole k in [-126, 127]: the exponent field */
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127)), 23));
 }
+static inline vf vf_abs(vf a) { return _mm512_abs_ps(a); }
+static inline float vf_reduce(vf v) { /* lane i + lane i+8, then i+4, i+2, i+1 */
+    __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+static inline vf vf_copysign(vf mag, vf sign) { /* mag's magnitude with sign's sign bit */
+    __m512i m = _mm512_set1_epi32(INT32_MIN);
+    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_andnot_si512(m, _mm512_castps_si512(mag)),
+                                               _mm512_and_si512(m, _mm512_castps_si512(sign))));
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+#define VW 8
+typedef __m256 vf;
+static inline vf vf_load(const float *p) { return _mm256_loadu_ps(p); }
+static inline void vf_store(float *p, vf v) { _mm256_storeu_ps(p, v); }
+static inline vf vf_set1(float x) { return _mm256_set1_ps(x); }
+static inline vf vf_add(vf a, vf b) { return _mm256_add_ps(a, b); }
+static inline vf vf_mul(vf a, vf b) { return _mm256_mul_ps(a, b); }
+static inline vf vf_div(vf a, vf b) { return _mm256_div_ps(a, b); }
+static inline vf vf_max(vf a, vf b) { return _mm256_max_ps(a, b); }
+static inline vf vf_min(vf a, vf b) { return _mm256_min_ps(a, b); }
+static inline vf vf_fma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
+static inline vf vf_round(vf a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+static inline vf vf_pow2(vf k) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23));
+}
+static inline vf vf_abs(vf a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a); }
+static inline float vf_reduce(vf v) { /* lane i + lane i+4, then i+2, i+1 */
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+static inline vf vf_copysign(vf mag, vf sign) {
+    __m256 s = _mm256_set1_ps(-0.0f);
+    return _mm256_or_ps(_mm256_andnot_ps(s, mag), _mm256_and_ps(s, sign));
+}
+#elif defined(__ARM_NEON)
+#define VW 4
+typedef float32x4_t vf;
+static inline vf vf_load(const float *p) { return vld1q_f32(p); }
+static inline void vf_store(float *p, vf v) { vst1q_f32(p, v); }
+static inline vf vf_set1(float x) { return vdupq_n_f32(x); }
+static inline vf vf_add(vf a, vf b) { return vaddq_f32(a, b); }
+static inline vf vf_mul(vf a, vf b) { return vmulq_f32(a, b); }
+static inline vf vf_div(vf a, vf b) { return vdivq_f32(a, b); }
+static inline vf vf_max(vf a, vf b) { return vmaxq_f32(a, b); }
+static inline vf vf_min(vf a, vf b) { return vminq_f32(a, b); }
+static inline vf vf_fma(vf a, vf b, vf c) { return vfmaq_f32(c, a, b); }
+static inline vf vf_round(vf a) { return vrndnq_f32(a); }
+static inline vf vf_pow2(vf k) {
+    return vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(k), vdupq_n_s32(127)), 23));
+}
+static inline vf vf_abs(vf a) { return vabsq_f32(a); }
+static inline float vf_reduce(vf v) { /* lane i + lane i+2, then i+1 */
+    return vpadds_f32(vadd_f32(vget_low_f32(v), vget_high_f32(v)));
+}
+static inline vf vf_copysign(vf mag, vf sign) {
+    return vbslq_f32(vdupq_n_u32(0x80000000u), sign, mag);
+}
+#else /* portable C: a "vector" of one float */
+#define VW 1
+typedef float vf;
+static inline vf vf_load(const float *p) { return *p; }
+static inline void vf_store(float *p, vf v) { *p = v; }
+static inline vf vf_set1(float x) { return x; }
+static inline vf vf_add(vf a, vf b) { return a + b; }
+static inline vf vf_mul(vf a, vf b) { return a * b; }
+static inline vf vf_div(vf a, vf b) { return a / b; }
+static inline vf vf_max(vf a, vf b) { return a > b ? a : b; }
+static inline vf vf_min(vf a, vf b) { return a < b ? a : b; }
+static inline vf vf_fma(vf a, vf b, vf c) { return fmaf(a, b, c); }
+static inline vf vf_round(vf a) { return rintf(a); }
+static inline vf vf_pow2(vf k) {
+    uint32_t bits = (uint32_t)((int32_t)k + 127) << 23;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+static inline vf vf_abs(vf a) { return fabsf(a); }
+static inline float vf_reduce(vf v) { return v; }
+static inline vf vf_copysign(vf mag, vf sign) { return copysignf(mag, sign); }
 #endif
+
+/* ---- elementwise operations, as defined above -------------------------------------------- */
+
+static inline vf vf_exp(vf z) {
+    z = vf_min(vf_max(z, vf_set1(-87.0f)), vf_set1(87.0f));
+    vf k = vf_round(vf_mul(z, vf_set1(1.44269504f))), minus_k = vf_mul(k, vf_set1(-1.0f));
+    vf r = vf_fma(minus_k, vf_set1(0.693145752f), z);
+    r = vf_fma(minus_k, vf_set1(1.42860677e-6f), r);
+    vf p = vf_set1(1.0f / 720);
+    p = vf_fma(p, r, vf_set1(1.0f / 120));
+    p = vf_fma(p, r, vf_set1(1.0f / 24));
+    p = vf_fma(p, r, vf_set1(1.0f / 6));
+    p = vf_fma(p, r, vf_set1(0.5f));
+    p = vf_fma(p, r, vf_set1(1.0f));
+    p = vf_fma(p, r, vf_set1(1.0f));
+    return vf_mul(p, vf_pow2(k));
+}
+
+static inline vf vf_gelu_tanh(vf x) {
+    vf y = vf_mul(vf_set1(0.7978845608f), vf_fma(vf_mul(vf_set1(0.044715f), x), vf_mul(x, x), x));
+    return vf_div(x, vf_add(vf_set1(1.0f), vf_exp(vf_mul(y, vf_set1(-2.0f)))));
+}
+
+/* Numerical Recipes' erfcc coefficients, from t^9 down to t^0 */
+static const float erfc_poly[10] = {0.17087277f, -0.82215223f, 1.48851587f, -1.13520398f, 0.27886807f,
+                                    -0.18628806f, 0.09678418f, 0.37409196f, 1.00002368f, -1.26551223f};
+
+static inline vf vf_gelu_erf(vf x) {
+    vf z = vf_mul(x, vf_set1(0.70710678118654752f)), az = vf_abs(z);
+    vf t = vf_div(vf_set1(1.0f), vf_add(vf_set1(1.0f), vf_mul(vf_set1(0.5f), az)));
+    vf p = vf_set1(erfc_poly[0]);
+    for (int i = 1; i < 10; i++) p = vf_fma(p, t, vf_set1(erfc_poly[i]));
+    vf erfc = vf_mul(t, vf_exp(vf_fma(vf_mul(az, vf_set1(-1.0f)), az, p)));
+    vf erf = vf_copysign(vf_add(vf_set1(1.0f), vf_mul(erfc, vf_set1(-1.0f))), z);
+    return vf_mul(vf_mul(vf_set1(0.5f), x), vf_add(vf_set1(1.0f), erf));
+}
+
+/* f over n values in place, VW at a time; the last part-vector through a zero-padded copy, so
+ * every value gets exactly the same operations. */
+#define ELEMENTWISE(x, n, f)                                          \
+    do {                                                              \
+        int i_ = 0;                                                   \
+        for (; i_ + VW <= (n); i_ += VW) vf_store((x) + i_, f(vf_load((x) + i_))); \
+        if (i_ < (n)) {                                               \
+            float part_[VW] = {0};                                    \
+            memcpy(part_, (x) + i_, (size_t)((n) - i_) * sizeof(float)); \
+            vf_store(part_, f(vf_load(part_)));                       \
+            memcpy((x) + i_, part_, (size_t)((n) - i_) * sizeof(float)); \
+        }                                                             \
+    } while (0)
+
+/* In-place softmax over n values: subtract the max for stability, exponentiate, normalise
+ * (the sum in order, one value after the other). */
+static void softmax(float *x, int n) {
+    float max = x[0], sum = 0.0f;
+    for (int i = 1; i < n; i++) if (x[i] > max) max = x[i];
+#define MINUS_MAX_EXP(v) vf_exp(vf_add(v, vf_set1(-max)))
+    ELEMENTWISE(x, n, MINUS_MAX_EXP);
+#undef MINUS_MAX_EXP
+    for (int i = 0; i < n; i++) sum += x[i];
+#define DIVIDE(v) vf_div(v, vf_set1(sum))
+    ELEMENTWISE(x, n, DIVIDE);
+#undef DIVIDE
+}
+
+/* GELU over n values, in place: kind GELU_TANH (GPT-2) or GELU_ERF (nanoGPT's nn.GELU()). */
+static void gelu(float *x, int n, int kind) {
+    int at;
+#pragma omp parallel for schedule(static) if (n > SPAN)
+    for (at = 0; at < n; at += SPAN) {
+        float *span = x + at;
+        int len = min_int(SPAN, n - at);
+        if (kind == GELU_TANH) ELEMENTWISE(span, len, vf_gelu_tanh);
+        else ELEMENTWISE(span, len, vf_gelu_erf);
+    }
+}
+
+static void residual_add(float *x, const float *delta, int n) {
+    int i;
+#pragma omp parallel for schedule(static) if (n > SPAN)
+    for (i = 0; i < n; i++) x[i] += delta[i];
+}
+
+/* LayerNorm of each of T positions of n values: (x - mean) / sqrt(variance + eps) * weight +
+ * bias (bias may be NULL). out may be x. */
+static void layernorm(float *out, const float *x, const float *weight, const float *bias, int T,
+                      int n, float eps) {
+    int t;
+#pragma omp parallel for schedule(static) if (T > 1)
+    for (t = 0; t < T; t++) {
+        const float *xt = x + (size_t)t * n;
+        float *o = out + (size_t)t * n, mean = 0.0f, var = 0.0f;
+        for (int i = 0; i < n; i++) mean += xt[i];
+        mean /= n;
+        for (int i = 0; i < n; i++) var += (xt[i] - mean) * (xt[i] - mean);
+        var /= n;
+        float inv_std = 1.0f / sqrtf(var + eps);
+        for (int i = 0; i < n; i++) o[i] = (xt[i] - mean) * inv_std * weight[i] + (bias ? bias[i] : 0.0f);
+    }
+}
 
 /* ---- float32 matrix products ----------------------------------------------------------- */
 
-/* sum of a[i] * b[i] for i < n, any n */
-static inline float dot_f32(const float *a, const float *b, int n) {
-#if defined(__AVX512F__)
-    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-    int i = 0;
-    for (; i + 64 <= n; i += 64) {
-        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
-        s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), s1);
-        s2 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 32), _mm512_loadu_ps(b + i + 32), s2);
-        s3 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 48), _mm512_loadu_ps(b + i + 48), s3);
+/* Decode: w . x (n floats each), as defined above: 64 partial sums over k = l (mod 64), then
+ * the fixed tree, in registers (vector adds while the halves are whole vectors, then
+ * vf_reduce). A part block at the end goes through zero-padded copies: fma(0, 0, p) = p. One
+ * row at a time: a single sequential stream per row reads memory faster than interleaving rows
+ * (measured on AMD Zen 4), and 64 / VW independent chains of FMAs keep up with it. */
+/* inlined into the row loop: a call per row cost about 6% on the small in-cache model */
+static inline __attribute__((always_inline)) float dot_f32(const float *w, const float *x, int n) {
+    vf acc[64 / VW];
+    for (int v = 0; v < 64 / VW; v++) acc[v] = vf_set1(0.0f);
+    int k = 0;
+    for (; k + 64 <= n; k += 64)
+        for (int v = 0; v < 64 / VW; v++) acc[v] = vf_fma(vf_load(w + k + v * VW), vf_load(x + k + v * VW), acc[v]);
+    if (k < n) {
+        float wp[64] = {0}, xp[64] = {0};
+        memcpy(wp, w + k, (size_t)(n - k) * sizeof(float));
+        memcpy(xp, x + k, (size_t)(n - k) * sizeof(float));
+        for (int v = 0; v < 64 / VW; v++) acc[v] = vf_fma(vf_load(wp + v * VW), vf_load(xp + v * VW), acc[v]);
     }
-    for (; i < n; i += 16) { /* masked tail: any n works, including widths not a multiple of 8 */
-        __mmask16 m = first_lanes(n - i);
-        s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), s0);
-    }
-    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
-#elif defined(__AVX2__) && defined(__FMA__)
-    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-    int i = 0;
-    for (; i + 32 <= n; i += 32) {
-        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
-        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), s2);
-        s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), s3);
-    }
-    float sum = hsum_f32x8(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
-    for (; i < n; i++) sum += a[i] * b[i];
-    return sum;
-#elif defined(__ARM_NEON)
-    float32x4_t s0 = vdupq_n_f32(0), s1 = vdupq_n_f32(0);
-    int i = 0;
-    for (; i + 8 <= n; i += 8) {
-        s0 = vfmaq_f32(s0, vld1q_f32(a + i), vld1q_f32(b + i));
-        s1 = vfmaq_f32(s1, vld1q_f32(a + i + 4), vld1q_f32(b + i + 4));
-    }
-    float sum = vaddvq_f32(vaddq_f32(s0, s1));
-    for (; i < n; i++) sum += a[i] * b[i];
-    return sum;
-#else
-    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    int i = 0;
-    for (; i + 4 <= n; i += 4) {
-        s0 += a[i] * b[i]; s1 += a[i + 1] * b[i + 1]; s2 += a[i + 2] * b[i + 2]; s3 += a[i + 3] * b[i + 3];
-    }
-    for (; i < n; i++) s0 += a[i] * b[i];
-    return (s0 + s1) + (s2 + s3);
-#endif
+    for (int half = 64 / VW / 2; half >= 1; half /= 2) /* p_i + p_{i+32}, + p_{i+16}, ... */
+        for (int v = 0; v < half; v++) acc[v] = vf_add(acc[v], acc[v + half]);
+    return vf_reduce(acc[0]);
 }
+
 
 /* Prefill tiles: TILE_ROWS rows of W x TILE_TOKENS tokens in outer-product form. The tokens
  * come transposed, xt (n, TILE_TOKENS) per tile (transpose_tokens), so step k loads the tile's
  * tokens' k-th values as vectors and multiplies them by w[r][k] broadcast, for each row r: the
  * products go into accumulators that stay in registers (named variables, not an array), with
- * no horizontal sums. Each output is summed over k in order, then the bias is added. A tile at
- * the bottom of W with fewer rows repeats its last row (wrow[]); those sums are not stored. */
+ * no horizontal sums. Each output is an FMA chain over k in order, then the bias is added (the
+ * shared arithmetic above). A tile at the bottom of W with fewer rows repeats its last row
+ * (wrow[]); those sums are not stored. */
 #if defined(__AVX512F__)
 /* 12 rows x 32 tokens (two registers): 24 FMAs per step into 24 accumulators */
 #define TILE_ROWS 12
@@ -261,7 +432,7 @@ static inline void tile_f32(float *out, int ld_out, const float *xt, const float
 }
 
 #else
-/* portable C: 4 rows x 16 tokens (the compiler vectorizes the token loop) */
+/* portable C: 4 rows x 16 tokens (the compiler vectorizes the token loop where it can) */
 #define TILE_ROWS 4
 #define TILE_TOKENS 16
 static inline void tile_f32(float *out, int ld_out, const float *xt, const float *const *wrow, int n,
@@ -270,7 +441,7 @@ static inline void tile_f32(float *out, int ld_out, const float *xt, const float
     for (int k = 0; k < n; k++)
         for (int r = 0; r < TILE_ROWS; r++) {
             float w = wrow[r][k];
-            for (int t = 0; t < TILE_TOKENS; t++) sums[r][t] += xt[(size_t)k * TILE_TOKENS + t] * w;
+            for (int t = 0; t < TILE_TOKENS; t++) sums[r][t] = fmaf(xt[(size_t)k * TILE_TOKENS + t], w, sums[r][t]);
         }
     for (int t = 0; t < tokens; t++)
         for (int r = 0; r < rows; r++) out[(size_t)t * ld_out + r] = sums[r][t] + (bias ? bias[r] : 0.0f);
@@ -350,91 +521,20 @@ static void f32_matmul(float *out, const float *x, const Matrix *w, const float 
     }
 }
 
-/* ---- elementwise operations ------------------------------------------------------------ */
-
-/* LayerNorm of each of T positions of n values: (x - mean) / sqrt(variance + eps) * weight +
- * bias (bias may be NULL). out may be x. */
-static void layernorm(float *out, const float *x, const float *weight, const float *bias, int T,
-                      int n, float eps) {
-    int t;
-#pragma omp parallel for schedule(static) if (T > 1)
-    for (t = 0; t < T; t++) {
-        const float *xt = x + (size_t)t * n;
-        float *o = out + (size_t)t * n, mean = 0.0f, var = 0.0f;
-        for (int i = 0; i < n; i++) mean += xt[i];
-        mean /= n;
-        for (int i = 0; i < n; i++) var += (xt[i] - mean) * (xt[i] - mean);
-        var /= n;
-        float inv_std = 1.0f / sqrtf(var + eps);
-        for (int i = 0; i < n; i++) o[i] = (xt[i] - mean) * inv_std * weight[i] + (bias ? bias[i] : 0.0f);
-    }
-}
-
-/* In-place softmax over n values: subtract the max for stability, exponentiate, normalise. */
-static void softmax(float *x, int n) {
-    float max = x[0], sum = 0.0f;
-    for (int i = 1; i < n; i++) if (x[i] > max) max = x[i];
-    int i = 0;
-#if defined(__AVX512F__) /* exponentials 16 at a time, masked tail */
-    __m512 acc = _mm512_setzero_ps(), m = _mm512_set1_ps(max);
-    for (; i < n; i += 16) {
-        __mmask16 live = first_lanes(n - i);
-        __m512 e = exp_f32x16(_mm512_sub_ps(_mm512_maskz_loadu_ps(live, x + i), m));
-        _mm512_mask_storeu_ps(x + i, live, e);
-        acc = _mm512_add_ps(acc, _mm512_maskz_mov_ps(live, e));
-    }
-    sum = _mm512_reduce_add_ps(acc);
-#endif
-    for (; i < n; i++) { x[i] = expf(x[i] - max); sum += x[i]; }
-    for (i = 0; i < n; i++) x[i] /= sum;
-}
-
-/* GELU over n values, in place: kind GELU_TANH, GPT-2's 0.5 x (1 + tanh(sqrt(2/pi) (x +
- * 0.044715 x^3))), or GELU_ERF, the exact x Phi(x) = 0.5 x (1 + erf(x / sqrt 2)) (nanoGPT). */
-static void gelu_span(float *x, int n, int kind) {
-    int i = 0;
-#if defined(__AVX512F__) /* the tanh form as x * sigmoid(2y), since 0.5 (1 + tanh y) = 1 / (1 + exp(-2y)) */
-    if (kind == GELU_TANH) {
-        const __m512 c = _mm512_set1_ps(0.7978845608f), a = _mm512_set1_ps(0.044715f);
-        for (; i + 16 <= n; i += 16) {
-            __m512 v = _mm512_loadu_ps(x + i);
-            __m512 y = _mm512_mul_ps(c, _mm512_fmadd_ps(_mm512_mul_ps(a, v), _mm512_mul_ps(v, v), v));
-            __m512 e = exp_f32x16(_mm512_mul_ps(y, _mm512_set1_ps(-2.0f))); /* exp(-2y) */
-            _mm512_storeu_ps(x + i, _mm512_div_ps(v, _mm512_add_ps(_mm512_set1_ps(1.0f), e)));
-        }
-    }
-#endif
-    for (; i < n; i++) {
-        float v = x[i];
-        if (kind == GELU_TANH)
-            x[i] = 0.5f * v * (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));
-        else
-            x[i] = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
-    }
-}
-
-static void gelu(float *x, int n, int kind) {
-    int at;
-#pragma omp parallel for schedule(static) if (n > SPAN)
-    for (at = 0; at < n; at += SPAN) gelu_span(x + at, min_int(SPAN, n - at), kind);
-}
-
-static void residual_add(float *x, const float *delta, int n) {
-    int i;
-#pragma omp parallel for schedule(static) if (n > SPAN)
-    for (i = 0; i < n; i++) x[i] += delta[i];
-}
-
 /* ---- attention --------------------------------------------------------------------------- */
 
 /* Causal attention of nq consecutive queries of one head, at positions pos..pos+nq-1: query i
  * weighs keys 0..pos+i by softmax(query . key / sqrt(head_size)) (later keys are masked: weight
- * exactly 0) and writes the weighted sum of their values. */
+ * exactly 0) and writes the weighted sum of their values. The cache layout lets a vector hold
+ * VW keys at once: keys transposed (dimension d of position j at keys[d * key_stride + j]),
+ * values by position (position j's at values[j * value_stride], zero past head_size). */
 typedef struct {
     const float *query;  /* nq queries of head_size floats, query_stride floats apart */
     int query_stride;
-    const float *keys;   /* (n_ctx, head_size) this head's key cache, filled up to pos+nq-1 */
-    const float *values; /* (n_ctx, head_size) this head's value cache */
+    const float *keys;   /* (head_size, key_stride): this head's keys, transposed */
+    int key_stride;      /* round_up16(n_ctx) */
+    const float *values; /* (n_ctx, value_stride): this head's values */
+    int value_stride;    /* round_up16(head_size) */
     float *out;          /* nq outputs of head_size floats, out_stride floats apart */
     int out_stride;
     int pos, nq, head_size;
@@ -447,67 +547,51 @@ typedef struct {
  * attention_scratch_floats() floats for each block in flight. */
 #define ATTENTION_BLOCK 16
 static size_t attention_scratch_floats(int n_ctx, int head_size) {
-    return (size_t)ATTENTION_BLOCK * ((size_t)n_ctx + (size_t)head_size);
+    return (size_t)ATTENTION_BLOCK * ((size_t)round_up16(n_ctx) + (size_t)round_up16(head_size));
 }
 
-/* out (hs) = sum over keys t < n of att[t] * values[t] (rows hs apart): attention's weighted sum
- * of values, accumulated in registers. With AVX-512, 64 values of the head at a time (4
- * registers) for two keys at a time, so the FMAs do not wait on each other. */
-static inline void weighted_sum(float *out, const float *att, const float *values, int n, int hs) {
-    int i = 0;
-#if defined(__AVX512F__)
-    for (; i + 64 <= hs; i += 64) {
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
-        int t = 0;
-        for (; t + 2 <= n; t += 2) {
-            const float *v = values + (size_t)t * hs + i, *u = v + hs;
-            __m512 p = _mm512_set1_ps(att[t]), q = _mm512_set1_ps(att[t + 1]);
-            a0 = _mm512_fmadd_ps(p, _mm512_loadu_ps(v), a0);
-            a1 = _mm512_fmadd_ps(p, _mm512_loadu_ps(v + 16), a1);
-            a2 = _mm512_fmadd_ps(p, _mm512_loadu_ps(v + 32), a2);
-            a3 = _mm512_fmadd_ps(p, _mm512_loadu_ps(v + 48), a3);
-            b0 = _mm512_fmadd_ps(q, _mm512_loadu_ps(u), b0);
-            b1 = _mm512_fmadd_ps(q, _mm512_loadu_ps(u + 16), b1);
-            b2 = _mm512_fmadd_ps(q, _mm512_loadu_ps(u + 32), b2);
-            b3 = _mm512_fmadd_ps(q, _mm512_loadu_ps(u + 48), b3);
-        }
-        if (t < n) {
-            const float *v = values + (size_t)t * hs + i;
-            __m512 p = _mm512_set1_ps(att[t]);
-            a0 = _mm512_fmadd_ps(p, _mm512_loadu_ps(v), a0);
-            a1 = _mm512_fmadd_ps(p, _mm512_loadu_ps(v + 16), a1);
-            a2 = _mm512_fmadd_ps(p, _mm512_loadu_ps(v + 32), a2);
-            a3 = _mm512_fmadd_ps(p, _mm512_loadu_ps(v + 48), a3);
-        }
-        _mm512_storeu_ps(out + i, _mm512_add_ps(a0, b0));
-        _mm512_storeu_ps(out + i + 16, _mm512_add_ps(a1, b1));
-        _mm512_storeu_ps(out + i + 32, _mm512_add_ps(a2, b2));
-        _mm512_storeu_ps(out + i + 48, _mm512_add_ps(a3, b3));
-    }
-    for (; i + 16 <= hs; i += 16) {
-        __m512 acc = _mm512_setzero_ps();
-        for (int t = 0; t < n; t++)
-            acc = _mm512_fmadd_ps(_mm512_set1_ps(att[t]), _mm512_loadu_ps(values + (size_t)t * hs + i), acc);
-        _mm512_storeu_ps(out + i, acc);
-    }
-#endif
-    if (i < hs) {
-        memset(out + i, 0, (size_t)(hs - i) * sizeof(float));
-        for (int t = 0; t < n; t++) {
-            const float *v = values + (size_t)t * hs;
-            for (int k = i; k < hs; k++) out[k] += att[t] * v[k];
-        }
-    }
-}
-
-/* One query at position pos: scores over keys 0..pos, softmax, weighted sum of values. att:
- * (pos + 1) floats, which hold the attention weights afterwards. */
-static void attention_one(float *out, float *att, const float *query, const float *keys,
-                          const float *values, int pos, int hs) {
+/* One query at position pos: scores of keys 0..pos, VW keys to a vector (four vectors in
+ * flight), softmax, weighted sum of values, VW dimensions to a vector. att: round_up16(pos + 1)
+ * floats, which hold the attention weights afterwards; qs: round_up16(head_size) floats. */
+static void attention_one(const AttentionBlock *b, int i, float *att, float *qs) {
+    int n = b->pos + i + 1, hs = b->head_size, ks = b->key_stride, vs = b->value_stride, j = 0;
+    const float *query = b->query + (size_t)i * b->query_stride;
     float scale = 1.0f / sqrtf((float)hs);
-    for (int t = 0; t <= pos; t++) att[t] = dot_f32(query, keys + (size_t)t * hs, hs) * scale;
-    softmax(att, pos + 1);
-    weighted_sum(out, att, values, pos + 1, hs);
+    for (int d = 0; d < hs; d++) qs[d] = query[d] * scale;
+    for (; j + 4 * VW <= n; j += 4 * VW) {
+        vf s0 = vf_set1(0.0f), s1 = s0, s2 = s0, s3 = s0;
+        for (int d = 0; d < hs; d++) {
+            const float *k = b->keys + (size_t)d * ks + j;
+            vf q = vf_set1(qs[d]);
+            s0 = vf_fma(q, vf_load(k), s0);
+            s1 = vf_fma(q, vf_load(k + VW), s1);
+            s2 = vf_fma(q, vf_load(k + 2 * VW), s2);
+            s3 = vf_fma(q, vf_load(k + 3 * VW), s3);
+        }
+        vf_store(att + j, s0); vf_store(att + j + VW, s1); vf_store(att + j + 2 * VW, s2); vf_store(att + j + 3 * VW, s3);
+    }
+    for (; j < n; j += VW) { /* rows are round_up16(n_ctx) long: a part vector reads cache, not past it */
+        vf s = vf_set1(0.0f);
+        for (int d = 0; d < hs; d++) s = vf_fma(vf_set1(qs[d]), vf_load(b->keys + (size_t)d * ks + j), s);
+        vf_store(att + j, s);
+    }
+    softmax(att, n);
+    float *out = b->out + (size_t)i * b->out_stride;
+    for (int d0 = 0; d0 < hs; d0 += 4 * VW) { /* four vectors of the head's dimensions in flight */
+        int vectors = min_int(4, (round_up16(hs) - d0 + VW - 1) / VW);
+        vf acc[4] = {vf_set1(0.0f), vf_set1(0.0f), vf_set1(0.0f), vf_set1(0.0f)};
+        for (j = 0; j < n; j++) {
+            vf weight = vf_set1(att[j]);
+            const float *v = b->values + (size_t)j * vs + d0;
+            for (int u = 0; u < vectors; u++) acc[u] = vf_fma(weight, vf_load(v + u * VW), acc[u]);
+        }
+        for (int u = 0; u < vectors; u++) {
+            float part[VW];
+            vf_store(part, acc[u]);
+            for (int l = 0; l < VW && d0 + u * VW + l < hs; l++) out[d0 + u * VW + l] = part[l];
+        }
+    }
+    if (b->weights) memcpy(b->weights + (size_t)i * b->weights_stride, att, (size_t)n * sizeof(float));
 }
 
 #if defined(__AVX512F__)
@@ -515,30 +599,30 @@ static void attention_one(float *out, float *att, const float *query, const floa
  * the lanes of a register, so that scores need no horizontal sums (head_size a multiple of 16):
  *   qt (hs, 16): the queries transposed, times 1/sqrt(hs);
  *   att (n_keys, 16): for each key j, the 16 queries' scores, then their softmax weights; key j
- *   is masked (weight exactly 0) for the queries before position j. */
+ *   is masked (weight exactly 0, which adds exactly nothing) for the queries before position j.
+ * Each lane performs the operations of attention_one() in the same order. */
 static void attention_lanes16(const AttentionBlock *b, int q0, float *scratch) {
     int hs = b->head_size, nq = min_int(16, b->nq - q0), p0 = b->pos + q0, n_keys = p0 + nq, j;
-    const float *queries = b->query + (size_t)q0 * b->query_stride, *keys = b->keys, *values = b->values;
-    float *att = scratch, *qt = scratch + (size_t)16 * n_keys;
+    int ks = b->key_stride, vs = b->value_stride;
+    const float *queries = b->query + (size_t)q0 * b->query_stride;
+    float *att = scratch, *qt = scratch + (size_t)16 * round_up16(n_keys);
     float scale = 1.0f / sqrtf((float)hs);
     for (int d = 0; d < hs; d++)
         for (int q = 0; q < 16; q++) qt[d * 16 + q] = q < nq ? queries[(size_t)q * b->query_stride + d] * scale : 0.0f;
-    __mmask16 live = first_lanes(nq);
+    __mmask16 live = (__mmask16)((1u << nq) - 1);
 #define VISIBLE(j) (__mmask16)((j) <= p0 ? live : live & ~((1u << ((j) - p0)) - 1))
     /* scores: 4 keys at a time share each load of qt */
     __m512 max = _mm512_set1_ps(-INFINITY);
     for (j = 0; j < n_keys; j += 4) {
         int keys_here = min_int(4, n_keys - j);
-        const float *k0 = keys + (size_t)j * hs, *k1 = keys + (size_t)(j + (keys_here > 1)) * hs,
-                    *k2 = keys + (size_t)(j + (keys_here > 2 ? 2 : 0)) * hs,
-                    *k3 = keys + (size_t)(j + (keys_here > 3 ? 3 : 0)) * hs;
         __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
         for (int d = 0; d < hs; d++) {
             __m512 qv = _mm512_loadu_ps(qt + d * 16);
-            s0 = _mm512_fmadd_ps(qv, _mm512_set1_ps(k0[d]), s0);
-            s1 = _mm512_fmadd_ps(qv, _mm512_set1_ps(k1[d]), s1);
-            s2 = _mm512_fmadd_ps(qv, _mm512_set1_ps(k2[d]), s2);
-            s3 = _mm512_fmadd_ps(qv, _mm512_set1_ps(k3[d]), s3);
+            const float *k = b->keys + (size_t)d * ks + j; /* keys j..j+3: within the row */
+            s0 = _mm512_fmadd_ps(qv, _mm512_set1_ps(k[0]), s0);
+            s1 = _mm512_fmadd_ps(qv, _mm512_set1_ps(k[1]), s1);
+            s2 = _mm512_fmadd_ps(qv, _mm512_set1_ps(k[2]), s2);
+            s3 = _mm512_fmadd_ps(qv, _mm512_set1_ps(k[3]), s3);
         }
         __m512 sc[4] = {s0, s1, s2, s3};
         for (int k = 0; k < keys_here; k++) {
@@ -546,10 +630,10 @@ static void attention_lanes16(const AttentionBlock *b, int q0, float *scratch) {
             max = _mm512_mask_max_ps(max, VISIBLE(j + k), max, sc[k]);
         }
     }
-    /* softmax over the keys, each query in its lane */
-    __m512 sum = _mm512_setzero_ps();
+    /* softmax over the keys, each query in its lane: exponentials, their sum in key order */
+    __m512 sum = _mm512_setzero_ps(), minus_max = _mm512_mul_ps(max, _mm512_set1_ps(-1.0f));
     for (j = 0; j < n_keys; j++) {
-        __m512 e = _mm512_maskz_mov_ps(VISIBLE(j), exp_f32x16(_mm512_sub_ps(_mm512_loadu_ps(att + (size_t)j * 16), max)));
+        __m512 e = _mm512_maskz_mov_ps(VISIBLE(j), vf_exp(_mm512_add_ps(_mm512_loadu_ps(att + (size_t)j * 16), minus_max)));
         _mm512_storeu_ps(att + (size_t)j * 16, e);
         sum = _mm512_add_ps(sum, e);
     }
@@ -557,14 +641,14 @@ static void attention_lanes16(const AttentionBlock *b, int q0, float *scratch) {
     for (j = 0; j < n_keys; j++)
         _mm512_storeu_ps(att + (size_t)j * 16, _mm512_div_ps(_mm512_loadu_ps(att + (size_t)j * 16), sum));
 #undef VISIBLE
-    /* weighted sum of values: 4 queries x 16 values of the head at a time, each query over the
-     * keys up to its own position */
+    /* weighted sum of values: 4 queries x 16 dimensions of the head at a time, each query over
+     * the keys up to the last query's position (the others' weights for later keys are 0) */
     for (int q4 = 0; q4 < nq; q4 += 4)
         for (int d = 0; d < hs; d += 16) {
             __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
             int last = p0 + min_int(q4 + 4, nq); /* keys 0..last-1 */
             for (j = 0; j < last; j++) {
-                __m512 v = _mm512_loadu_ps(values + (size_t)j * hs + d);
+                __m512 v = _mm512_loadu_ps(b->values + (size_t)j * vs + d);
                 const float *w = att + (size_t)j * 16 + q4;
                 a0 = _mm512_fmadd_ps(_mm512_set1_ps(w[0]), v, a0);
                 a1 = _mm512_fmadd_ps(_mm512_set1_ps(w[1]), v, a1);
@@ -582,7 +666,8 @@ static void attention_lanes16(const AttentionBlock *b, int q0, float *scratch) {
 #endif
 
 /* The entry point: a prompt's block 16 queries at a time in the lanes of a register where
- * AVX-512 allows, else (and for the single query of a decode step) one query at a time. */
+ * AVX-512 allows, else (and for the single query of a decode step) one query at a time. Both
+ * give the same bits. */
 static void attention(const AttentionBlock *b, float *scratch) {
 #if defined(__AVX512F__)
     if (b->nq > 1 && b->head_size % 16 == 0) {
@@ -590,12 +675,8 @@ static void attention(const AttentionBlock *b, float *scratch) {
         return;
     }
 #endif
-    for (int q = 0; q < b->nq; q++) {
-        attention_one(b->out + (size_t)q * b->out_stride, scratch, b->query + (size_t)q * b->query_stride,
-                      b->keys, b->values, b->pos + q, b->head_size);
-        if (b->weights)
-            memcpy(b->weights + (size_t)q * b->weights_stride, scratch, (size_t)(b->pos + q + 1) * sizeof(float));
-    }
+    float *qs = scratch + (size_t)16 * round_up16(b->pos + b->nq);
+    for (int i = 0; i < b->nq; i++) attention_one(b, i, scratch, qs);
 }
 
 /* ---- int8 weights, then the entry points every format shares --------------------------- */
@@ -627,10 +708,10 @@ static void matmul_scratch_free(MatmulScratch *s) {
     memset(s, 0, sizeof *s);
 }
 
-/* At load, for the matrices a prompt's prefill multiplies: with dst NULL, the bytes of the
- * rearranged copy they need (0: none, the kernels read them as stored); with dst, rearrange them
- * into those bytes and point each Matrix at its part. */
-static size_t prepare_for_prefill(Matrix *const *matrices, int count, void *dst) {
+/* At load, for the matrices forward() multiplies: with dst NULL, the bytes of the rearranged
+ * copy they need (0: none, the kernels read them as stored); with dst, rearrange them into those
+ * bytes and point each Matrix at its part. */
+static size_t prepare_weights(Matrix *const *matrices, int count, void *dst) {
     size_t total = 0;
     for (int i = 0; i < count; i++) {
         size_t bytes = matrices[i]->type == WT_Q8_0 ? q8_packed_bytes(matrices[i]) : 0;

@@ -1,16 +1,17 @@
 /* kernels_q8.h: every int8 kernel, for weights stored as q8_0 (model.h: int8 quants with one
  * float32 scale per Q8_GROUP values along a row). Included by kernels.h, whose matmul() calls
- * q8_matmul() and whose prepare_for_prefill() calls q8_packed_bytes() and q8_pack().
+ * q8_matmul() and whose prepare_weights() calls q8_packed_bytes() and q8_pack().
  *
  * The activations are quantized the same way on every path (per token, one scale per group:
- * quantize_q8), so every product is an integer one and all paths compute the same quantities up
- * to float summation order.
- *   decode (T = 1): dot_q8 per row, rows split between threads: AVX512-VNNI, AVX2 (with
- *     AVX-VNNI or maddubs), NEON (with sdot where the CPU has it), or portable C;
- *   prefill (T > 1): the weights rearranged once at load (q8_pack) into blocks of 16 rows, read
- *     by AMX tile products (Intel Sapphire Rapids and later, where Linux grants the tiles),
- *     AVX512-VNNI (16 rows in the lanes of a register, 8 tokens per weight load), or 256-bit
- *     AVX-VNNI / AVX2 maddubs kernels (4 tokens per load); without them, dot_q8 per token.
+ * quantize_q8), every group's dot product is an exact integer, and the groups are summed as
+ * kernels.h defines (an fma chain over the groups in order), so every path gives the same bits.
+ *   x86 (AVX-512, AVX2): the weights are rearranged once at load (q8_pack) into blocks of 16
+ *     rows, one row per 32-bit lane, so a register holds 16 rows' sums and no row needs a
+ *     horizontal sum. Decode (T = 1) reads them with AVX512-VNNI or 256-bit AVX-VNNI / AVX2
+ *     maddubs kernels; prefill (T > 1) with AMX tile products (Intel Sapphire Rapids and later,
+ *     where Linux grants the tiles), AVX512-VNNI (8 tokens per weight load) or the 256-bit
+ *     kernels (4 tokens per load).
+ *   NEON (with sdot where the CPU has it) and portable C: row by row from the file's layout.
  */
 #ifndef KERNELS_Q8_H
 #define KERNELS_Q8_H
@@ -20,19 +21,6 @@
 /* Most kernels below hold one group of quants in one 256-bit register or two in a 512-bit one. */
 _Static_assert(Q8_GROUP == 32, "the q8_0 kernels assume groups of 32 values");
 
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
-#define Q8_DECODE "avx512-vnni"
-#elif defined(__AVX2__) && defined(__AVXVNNI__)
-#define Q8_DECODE "avx-vnni"
-#elif defined(__AVX2__)
-#define Q8_DECODE "avx2-maddubs"
-#elif defined(__ARM_NEON) && defined(__ARM_FEATURE_DOTPROD)
-#define Q8_DECODE "neon-sdot"
-#elif defined(__ARM_NEON)
-#define Q8_DECODE "neon"
-#else
-#define Q8_DECODE "scalar"
-#endif
 
 /* Quantize n values (n a multiple of Q8_GROUP) to int8 with one scale per group: scale =
  * max|x| / 127, so quants stay in [-127, 127]; an all-zero group gets scale 0 and zero quants.
@@ -49,74 +37,33 @@ static inline void quantize_q8(int8_t *q, float *scale, const float *x, int n) {
     }
 }
 
-/* ---- decode: one row at a time ----------------------------------------------------------- */
+/* ---- row by row, from the file's layout (NEON, portable C) -------------------------------- */
 
-#ifndef Q8_PREFETCH
-#define Q8_PREFETCH 4096 /* bytes ahead: measured best of 1, 2, 4, 8 KB on make bench */
-#endif
-
-/* sum over groups of wscale * xscale * (the integer dot product of the group's quants) */
-static inline float dot_q8(const int8_t *wq, const float *ws, const int8_t *xq, const float *xs, int n) {
-    int nb = n / Q8_GROUP, b = 0;
-    float sum = 0.0f;
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
-    __m512 acc = _mm512_setzero_ps();
-    for (; b + 2 <= nb; b += 2) { /* two groups per 64-byte register */
-        /* int8 rows are short, so the hardware prefetcher alone leaves memory idle: ask for
-         * the weights a few rows ahead */
-        _mm_prefetch((const char *)(wq + b * Q8_GROUP) + Q8_PREFETCH, _MM_HINT_T0);
-        __m512i w = _mm512_loadu_si512(wq + b * Q8_GROUP), x = _mm512_loadu_si512(xq + b * Q8_GROUP);
-        /* dpbusd multiplies unsigned by signed bytes: |w| times x with w's sign */
-        __mmask64 negative = _mm512_movepi8_mask(w);
-        __m512i aw = _mm512_abs_epi8(w);
-        __m512i sx = _mm512_mask_sub_epi8(x, negative, _mm512_setzero_si512(), x);
-        __m512i dots = _mm512_dpbusd_epi32(_mm512_setzero_si512(), aw, sx); /* 8 lanes per group */
-        __m512 d = _mm512_insertf32x8(_mm512_set1_ps(ws[b] * xs[b]), _mm256_set1_ps(ws[b + 1] * xs[b + 1]), 1);
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), d, acc);
-    }
-    sum = _mm512_reduce_add_ps(acc);
-#elif defined(__AVX2__) && defined(__FMA__)
-    __m256 acc = _mm256_setzero_ps();
-    for (; b < nb; b++) {
-        __m256i w = _mm256_loadu_si256((const __m256i *)(wq + b * Q8_GROUP));
-        __m256i x = _mm256_loadu_si256((const __m256i *)(xq + b * Q8_GROUP));
-        __m256i aw = _mm256_sign_epi8(w, w), sx = _mm256_sign_epi8(x, w);
-#if defined(__AVXVNNI__)
-        __m256i dots = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), aw, sx);
-#else
-        __m256i dots = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), _mm256_set1_epi16(1));
-#endif
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots), _mm256_set1_ps(ws[b] * xs[b]), acc);
-    }
-    sum = hsum_f32x8(acc);
-#elif defined(__ARM_NEON) && defined(__ARM_FEATURE_DOTPROD)
-    float32x4_t acc = vdupq_n_f32(0);
-    for (; b < nb; b++) {
-        int32x4_t dots = vdotq_s32(vdupq_n_s32(0), vld1q_s8(wq + b * Q8_GROUP), vld1q_s8(xq + b * Q8_GROUP));
-        dots = vdotq_s32(dots, vld1q_s8(wq + b * Q8_GROUP + 16), vld1q_s8(xq + b * Q8_GROUP + 16));
-        acc = vmlaq_n_f32(acc, vcvtq_f32_s32(dots), ws[b] * xs[b]);
-    }
-    sum = vaddvq_f32(acc);
+/* The exact integer dot product of one group of 32 quants. */
+static inline int32_t group_dot_q8(const int8_t *w, const int8_t *x) {
+#if defined(__ARM_NEON) && defined(__ARM_FEATURE_DOTPROD)
+    int32x4_t dots = vdotq_s32(vdupq_n_s32(0), vld1q_s8(w), vld1q_s8(x));
+    return vaddvq_s32(vdotq_s32(dots, vld1q_s8(w + 16), vld1q_s8(x + 16)));
 #elif defined(__ARM_NEON)
     /* without sdot (Cortex-A53/A72): int8 x int8 to int16 (two products per lane: at most
      * 2 x 127 x 127, which fits), then pairwise into int32 */
-    float32x4_t acc = vdupq_n_f32(0);
-    for (; b < nb; b++) {
-        int8x16_t w0 = vld1q_s8(wq + b * Q8_GROUP), w1 = vld1q_s8(wq + b * Q8_GROUP + 16);
-        int8x16_t x0 = vld1q_s8(xq + b * Q8_GROUP), x1 = vld1q_s8(xq + b * Q8_GROUP + 16);
-        int16x8_t p0 = vmlal_s8(vmull_s8(vget_low_s8(w0), vget_low_s8(x0)), vget_high_s8(w0), vget_high_s8(x0));
-        int16x8_t p1 = vmlal_s8(vmull_s8(vget_low_s8(w1), vget_low_s8(x1)), vget_high_s8(w1), vget_high_s8(x1));
-        int32x4_t dots = vpadalq_s16(vpaddlq_s16(p0), p1);
-        acc = vmlaq_n_f32(acc, vcvtq_f32_s32(dots), ws[b] * xs[b]);
-    }
-    sum = vaddvq_f32(acc);
+    int8x16_t w0 = vld1q_s8(w), w1 = vld1q_s8(w + 16), x0 = vld1q_s8(x), x1 = vld1q_s8(x + 16);
+    int16x8_t p0 = vmlal_s8(vmull_s8(vget_low_s8(w0), vget_low_s8(x0)), vget_high_s8(w0), vget_high_s8(x0));
+    int16x8_t p1 = vmlal_s8(vmull_s8(vget_low_s8(w1), vget_low_s8(x1)), vget_high_s8(w1), vget_high_s8(x1));
+    return vaddvq_s32(vpadalq_s16(vpaddlq_s16(p0), p1));
+#else
+    int32_t dot = 0;
+    for (int i = 0; i < Q8_GROUP; i++) dot += (int32_t)w[i] * x[i];
+    return dot;
 #endif
-    for (; b < nb; b++) { /* portable path, and an odd last group for AVX-512 */
-        int32_t dots = 0;
-        for (int i = 0; i < Q8_GROUP; i++) dots += (int32_t)wq[b * Q8_GROUP + i] * xq[b * Q8_GROUP + i];
-        sum += (float)dots * (ws[b] * xs[b]);
-    }
-    return sum;
+}
+
+/* One row: an fma chain over the groups of dot_g * (weight scale_g * activation scale_g). */
+static inline float dot_q8(const int8_t *wq, const float *ws, const int8_t *xq, const float *xs, int n) {
+    float acc = 0.0f;
+    for (int b = 0; b < n / Q8_GROUP; b++)
+        acc = fmaf((float)group_dot_q8(wq + b * Q8_GROUP, xq + b * Q8_GROUP), ws[b] * xs[b], acc);
+    return acc;
 }
 
 /* Activations of T tokens quantized row by row: q (T, n), scales (T, n / Q8_GROUP); with
@@ -131,14 +78,15 @@ static void quantize_rows(int8_t *q, float *scale, const float *x, int T, int n,
     }
 }
 
-/* ---- prefill on weights rearranged at load ------------------------------------------------ */
+/* ---- x86: weights rearranged at load ------------------------------------------------------ */
 
 /* How a matrix's copy for prefill is laid out, which also decides the kernel that reads it. */
 enum {
-    Q8_PACK_NONE,    /* no copy: prefill is dot_q8 per token */
-    Q8_PACK_AMX,     /* AMX tile products, signed x signed */
-    Q8_PACK_VNNI,    /* VNNI, unsigned x signed: with 128 x each group's sum to take off again */
-    Q8_PACK_MADDUBS, /* AVX2 maddubs, signed (|w| times x with w's sign) */
+    Q8_PACK_NONE,   /* no copy: dot_q8 row by row */
+    Q8_PACK_SIGNED, /* quants and scales, for AMX (signed x signed), AVX512-VNNI decode and the
+                       256-bit kernels (|w| times x with w's sign) */
+    Q8_PACK_VNNI,   /* plus 128 x each row's group sum, for AVX512-VNNI prefill, which
+                       multiplies unsigned activations (shifted by +128) by signed weights */
 };
 
 #if defined(__AMX_INT8__) && defined(__AMX_TILE__) && defined(__AVX512F__) && defined(__linux__)
@@ -158,17 +106,27 @@ static inline int amx_available(void) { return 0; }
 #endif
 
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__)
-#define VNNI512_PREFILL 1
+#define VNNI512_KERNELS 1
+#define Q8_DECODE "avx512-vnni, 16 rows"
 #define Q8_PREFILL "avx512-vnni, 16 rows x 8 tokens"
 #elif defined(__AVX2__) && defined(__FMA__)
-#define AVX2_PREFILL 1 /* AVX-VNNI's dpbusd where the CPU has it, else maddubs */
+#define AVX2_KERNELS 1 /* AVX-VNNI's dpbusd where the CPU has it, else maddubs */
 #if defined(__AVXVNNI__)
+#define Q8_DECODE "avx-vnni, 16 rows"
 #define Q8_PREFILL "avx-vnni, 16 rows x 4 tokens"
 #else
+#define Q8_DECODE "avx2-maddubs, 16 rows"
 #define Q8_PREFILL "avx2-maddubs, 16 rows x 4 tokens"
 #endif
+#elif defined(__ARM_NEON) && defined(__ARM_FEATURE_DOTPROD)
+#define Q8_DECODE "neon-sdot, row by row"
+#define Q8_PREFILL "row by row per token"
+#elif defined(__ARM_NEON)
+#define Q8_DECODE "neon, row by row"
+#define Q8_PREFILL "row by row per token"
 #else
-#define Q8_PREFILL "dot products per token"
+#define Q8_DECODE "scalar, row by row"
+#define Q8_PREFILL "row by row per token"
 #endif
 
 /* The copy is made of blocks of PACK_ROWS rows (one per 32-bit lane of a 512-bit register, the
@@ -178,11 +136,11 @@ static inline int amx_available(void) { return 0; }
 
 /* The copy's layout for this build on this CPU. */
 static int q8_packing(void) {
-    if (amx_available()) return Q8_PACK_AMX;
-#if defined(VNNI512_PREFILL) || (defined(AVX2_PREFILL) && defined(__AVXVNNI__))
+    if (amx_available()) return Q8_PACK_SIGNED;
+#if defined(VNNI512_KERNELS)
     return Q8_PACK_VNNI;
-#elif defined(AVX2_PREFILL)
-    return Q8_PACK_MADDUBS;
+#elif defined(AVX2_KERNELS)
+    return Q8_PACK_SIGNED;
 #else
     return Q8_PACK_NONE;
 #endif
@@ -190,7 +148,7 @@ static int q8_packing(void) {
 
 static const char *q8_description(void) {
     static char text[128];
-    snprintf(text, sizeof text, "%s (prefill %s)", Q8_DECODE, amx_available() ? "amx" : Q8_PREFILL);
+    snprintf(text, sizeof text, "%s (prefill %s)", Q8_DECODE, amx_available() ? "amx, 16 rows x 16 tokens" : Q8_PREFILL);
     return text;
 }
 
@@ -247,7 +205,7 @@ static void q8_pack(Matrix *m, int8_t *dst) {
         }
 }
 
-/* One prefill product as the packed kernels see it: out (T, rows) = x @ W^T + bias. */
+/* One product as the packed kernels see it: out (T, rows) = x @ W^T + bias. */
 typedef struct {
     float *out;
     const float *bias;    /* (rows) or NULL */
@@ -255,7 +213,7 @@ typedef struct {
     const int8_t *xq;     /* the activations quantized, in the order the kernel reads */
     const float *xs;      /* their scales */
     Q8Packed w;
-} Q8Prefill;
+} Q8Product;
 
 #ifdef AMX_PREFILL
 /* Tiles 0 to 3: C, 16 tokens x 16 rows of int32 sums over one group each. Tiles 4 and 6: A,
@@ -285,7 +243,7 @@ static inline void amx_scale_add(__m512 acc[16], int32_t sums[16][16], const flo
  * bytes by signed bytes, four products to each int32. Groups go in pairs, software-pipelined:
  * the products of the next pair (in C tiles 2, 3 or 0, 1) are under way while the sums of this
  * pair are stored and scaled into acc, so the tile unit's latency is hidden. */
-static void amx_rows16(const Q8Prefill *p, int block) {
+static void amx_rows16(const Q8Product *p, int block) {
     int nb = p->nb, pairs = nb / 2, r0 = PACK_ROWS * block;
     const int8_t *wt = p->w.quants + (size_t)block * nb * PACK_BYTES;
     const float *ws = p->w.scales + (size_t)block * nb * PACK_ROWS;
@@ -342,12 +300,42 @@ static void amx_rows16(const Q8Prefill *p, int block) {
 }
 #endif
 
-#ifdef VNNI512_PREFILL
-/* Rows PACK_ROWS * block .. + 15 for all T tokens with AVX512-VNNI: the 16 rows' int32 sums in the
- * lanes of one register, 4 activation bytes of a token broadcast to every lane, 8 tokens at a
- * time sharing each load of weights. dpbusd multiplies unsigned by signed bytes, so the
- * activations come shifted by +128, (T, n), and 128 x the group's weight sum is taken off again. */
-static void vnni_rows16(const Q8Prefill *p, int block) {
+#if defined(__AVX512F__)
+/* the first n of 16 lanes (all for n >= 16): masks for the rows of a block at the bottom of W */
+static inline __mmask16 first_lanes(int n) { return n >= 16 ? 0xFFFF : (__mmask16)((1u << n) - 1); }
+#endif
+
+#ifdef VNNI512_KERNELS
+/* Decode, rows 16 * block .. + 15: the 16 rows' int32 sums in the lanes of one register; per
+ * line of the group, 4 activation bytes broadcast to every lane, given each weight's sign
+ * (dpbusd multiplies unsigned by signed bytes: |w| times x with w's sign). */
+static void decode_vnni512(const Q8Product *p, int block) {
+    int nb = p->nb, r0 = PACK_ROWS * block;
+    const int8_t *wt = p->w.quants + (size_t)block * nb * PACK_BYTES;
+    const float *ws = p->w.scales + (size_t)block * nb * PACK_ROWS;
+    __mmask16 live = first_lanes(p->rows - r0);
+    __m512 acc = _mm512_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        __m512i dots = _mm512_setzero_si512();
+        for (int j = 0; j < 8; j++) {
+            __m512i w = _mm512_loadu_si512(wt + ((size_t)b * 8 + j) * 64);
+            int32_t four;
+            memcpy(&four, p->xq + b * Q8_GROUP + 4 * j, 4);
+            __m512i x = _mm512_set1_epi32(four);
+            __m512i signed_x = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), _mm512_setzero_si512(), x);
+            dots = _mm512_dpbusd_epi32(dots, _mm512_abs_epi8(w), signed_x);
+        }
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), _mm512_mul_ps(_mm512_loadu_ps(ws + b * PACK_ROWS),
+                                                                       _mm512_set1_ps(p->xs[b])), acc);
+    }
+    __m512 bv = p->bias ? _mm512_maskz_loadu_ps(live, p->bias + r0) : _mm512_setzero_ps();
+    _mm512_mask_storeu_ps(p->out + r0, live, _mm512_add_ps(acc, bv));
+}
+
+/* Prefill, rows 16 * block .. + 15 for all T tokens: as decode, 8 tokens at a time sharing each
+ * load of weights; the activations come shifted by +128, (T, n), and 128 x the group's weight
+ * sum is taken off again (sums128). */
+static void prefill_vnni512(const Q8Product *p, int block) {
     int nb = p->nb, n = nb * Q8_GROUP, r0 = PACK_ROWS * block, T = p->T;
     const int8_t *wt = p->w.quants + (size_t)block * nb * PACK_BYTES;
     const float *ws = p->w.scales + (size_t)block * nb * PACK_ROWS;
@@ -386,17 +374,16 @@ static void vnni_rows16(const Q8Prefill *p, int block) {
 }
 #endif
 
-#ifdef AVX2_PREFILL
-/* 4-byte products of a token's broadcast activation bytes xb with one line of 8 rows' weights
- * w, added to the 8 rows' int32 sums: AVX-VNNI's dpbusd (xb shifted to unsigned), or with AVX2
- * alone maddubs (unsigned x signed bytes to int16 pairs) then madd (pairs to int32), on |w|
- * and x with w's sign, so that no pair exceeds 2 x 127 x 127 and int16 cannot saturate. */
-static inline __m256i add_dot4(__m256i sums, __m256i xb, __m256i w, __m256i abs_w) {
+#ifdef AVX2_KERNELS
+/* 4-byte products of the activation bytes x (given w's signs) with one line of 8 rows' |w|,
+ * added to the 8 rows' int32 sums: AVX-VNNI's dpbusd, or with AVX2 alone maddubs (unsigned x
+ * signed bytes to int16 pairs: no pair exceeds 2 x 127 x 127, so int16 cannot saturate) then
+ * madd (pairs to int32). */
+static inline __m256i add_dot4(__m256i sums, __m256i abs_w, __m256i signed_x) {
 #if defined(__AVXVNNI__)
-    (void)abs_w;
-    return _mm256_dpbusd_avx_epi32(sums, xb, w);
+    return _mm256_dpbusd_avx_epi32(sums, abs_w, signed_x);
 #else
-    __m256i pairs = _mm256_maddubs_epi16(abs_w, _mm256_sign_epi8(xb, w));
+    __m256i pairs = _mm256_maddubs_epi16(abs_w, signed_x);
     return _mm256_add_epi32(sums, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
 #endif
 }
@@ -406,73 +393,58 @@ static inline __m256i first_rows8(int n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-/* Rows PACK_ROWS * block .. + 15 for all T tokens with 256-bit registers: as vnni_rows16, rows 0..7
- * and 8..15 of the block in two registers, 4 tokens at a time. The activations (T, n) come
- * shifted to unsigned for AVX-VNNI (with the correction terms sums128), signed for maddubs. */
-static void rows16_avx2(const Q8Prefill *p, int block) {
-    int nb = p->nb, n = nb * Q8_GROUP, r0 = PACK_ROWS * block, T = p->T;
+/* Rows 16 * block .. + 15 for tokens t0..t0+tokens-1 (tokens <= 4) with 256-bit registers:
+ * rows 0..7 and 8..15 of the block in two registers, the tokens sharing each load of weights.
+ * Decode is the case of one token. The activations (T, n) are signed. */
+static void rows16_avx2(const Q8Product *p, int block, int t0, int tokens) {
+    int nb = p->nb, n = nb * Q8_GROUP, r0 = PACK_ROWS * block;
     const int8_t *wt = p->w.quants + (size_t)block * nb * PACK_BYTES;
     const float *ws = p->w.scales + (size_t)block * nb * PACK_ROWS;
     __m256i live_lo = first_rows8(p->rows - r0), live_hi = first_rows8(p->rows - r0 - 8);
     __m256 blo = p->bias ? _mm256_maskload_ps(p->bias + r0, live_lo) : _mm256_setzero_ps(),
            bhi = p->bias ? _mm256_maskload_ps(p->bias + r0 + 8, live_hi) : _mm256_setzero_ps();
-    for (int t0 = 0; t0 < T; t0 += 4) {
-        const int8_t *xrow[4]; /* past T, repeat the last token (its sums are not stored) */
-        const float *xs[4];
-        for (int t = 0; t < 4; t++) {
-            int token = min_int(t0 + t, T - 1);
-            xrow[t] = p->xq + (size_t)token * n;
-            xs[t] = p->xs + (size_t)token * nb;
-        }
-        __m256 lo[4], hi[4];
-        for (int t = 0; t < 4; t++) lo[t] = hi[t] = _mm256_setzero_ps();
-        for (int b = 0; b < nb; b++) {
-            __m256i start_lo = _mm256_setzero_si256(), start_hi = start_lo;
-            if (p->w.sums128) {
-                const int32_t *corr = p->w.sums128 + ((size_t)block * nb + b) * PACK_ROWS;
-                start_lo = _mm256_sub_epi32(start_lo, _mm256_loadu_si256((const __m256i *)corr));
-                start_hi = _mm256_sub_epi32(start_hi, _mm256_loadu_si256((const __m256i *)(corr + 8)));
-            }
-            __m256i dlo[4], dhi[4];
-            for (int t = 0; t < 4; t++) dlo[t] = start_lo, dhi[t] = start_hi;
-            for (int j = 0; j < 8; j++) {
-                const int8_t *line = wt + ((size_t)b * 8 + j) * 64;
-                __m256i wlo = _mm256_loadu_si256((const __m256i *)line),
-                        whi = _mm256_loadu_si256((const __m256i *)(line + 32));
-                __m256i alo = _mm256_abs_epi8(wlo), ahi = _mm256_abs_epi8(whi);
-                for (int t = 0; t < 4; t++) {
-                    int32_t four;
-                    memcpy(&four, xrow[t] + b * Q8_GROUP + 4 * j, 4);
-                    __m256i xb = _mm256_set1_epi32(four);
-                    dlo[t] = add_dot4(dlo[t], xb, wlo, alo);
-                    dhi[t] = add_dot4(dhi[t], xb, whi, ahi);
-                }
-            }
-            __m256 slo = _mm256_loadu_ps(ws + b * PACK_ROWS), shi = _mm256_loadu_ps(ws + b * PACK_ROWS + 8);
-            for (int t = 0; t < 4; t++) {
-                __m256 sx = _mm256_set1_ps(xs[t][b]);
-                lo[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dlo[t]), _mm256_mul_ps(slo, sx), lo[t]);
-                hi[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dhi[t]), _mm256_mul_ps(shi, sx), hi[t]);
+    __m256 lo[4], hi[4];
+    for (int t = 0; t < 4; t++) lo[t] = hi[t] = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        __m256i dlo[4], dhi[4];
+        for (int t = 0; t < 4; t++) dlo[t] = dhi[t] = _mm256_setzero_si256();
+        for (int j = 0; j < 8; j++) {
+            const int8_t *line = wt + ((size_t)b * 8 + j) * 64;
+            __m256i wlo = _mm256_loadu_si256((const __m256i *)line),
+                    whi = _mm256_loadu_si256((const __m256i *)(line + 32));
+            __m256i alo = _mm256_abs_epi8(wlo), ahi = _mm256_abs_epi8(whi);
+            for (int t = 0; t < tokens; t++) {
+                int32_t four;
+                memcpy(&four, p->xq + (size_t)(t0 + t) * n + b * Q8_GROUP + 4 * j, 4);
+                __m256i x = _mm256_set1_epi32(four);
+                dlo[t] = add_dot4(dlo[t], alo, _mm256_sign_epi8(x, wlo));
+                dhi[t] = add_dot4(dhi[t], ahi, _mm256_sign_epi8(x, whi));
             }
         }
-        for (int t = 0; t < 4 && t0 + t < T; t++) {
-            float *o = p->out + (size_t)(t0 + t) * p->rows + r0;
-            _mm256_maskstore_ps(o, live_lo, _mm256_add_ps(lo[t], blo));
-            _mm256_maskstore_ps(o + 8, live_hi, _mm256_add_ps(hi[t], bhi));
+        __m256 slo = _mm256_loadu_ps(ws + b * PACK_ROWS), shi = _mm256_loadu_ps(ws + b * PACK_ROWS + 8);
+        for (int t = 0; t < tokens; t++) {
+            __m256 sx = _mm256_set1_ps(p->xs[(size_t)(t0 + t) * nb + b]);
+            lo[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dlo[t]), _mm256_mul_ps(slo, sx), lo[t]);
+            hi[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dhi[t]), _mm256_mul_ps(shi, sx), hi[t]);
         }
+    }
+    for (int t = 0; t < tokens; t++) {
+        float *o = p->out + (size_t)(t0 + t) * p->rows + r0;
+        _mm256_maskstore_ps(o, live_lo, _mm256_add_ps(lo[t], blo));
+        _mm256_maskstore_ps(o + 8, live_hi, _mm256_add_ps(hi[t], bhi));
     }
 }
 #endif
 
-/* Prefill of every row of W from its rearranged copy, with the kernel it was rearranged for.
- * The activations are quantized here as everywhere (per token, one scale per group), in the
- * order that kernel reads. */
-static void q8_packed_prefill(float *out, const float *x, const Matrix *w, const float *bias, int T,
-                              MatmulScratch *scratch) {
+/* Every row of W from its rearranged copy: decode (T = 1) or prefill, with the kernel this build
+ * and CPU use. The activations are quantized here as everywhere (per token, one scale per
+ * group), in the order that kernel reads. */
+static void q8_packed_matmul(float *out, const float *x, const Matrix *w, const float *bias, int T,
+                             MatmulScratch *scratch) {
     int n = w->cols, nb = n / Q8_GROUP, blocks = (w->rows + PACK_ROWS - 1) / PACK_ROWS, block;
-    Q8Prefill p = {out, bias, T, w->rows, nb, scratch->q, scratch->scale, q8_packed_parts(w)};
+    Q8Product p = {out, bias, T, w->rows, nb, scratch->q, scratch->scale, q8_packed_parts(w)};
 #ifdef AMX_PREFILL
-    if (w->packing == Q8_PACK_AMX) { /* activations in AMX order: (T / 16, nb, 16, 32) */
+    if (T > 1 && amx_available()) { /* activations in AMX order: (T / 16, nb, 16, 32) */
         int t;
 #pragma omp parallel for schedule(static)
         for (t = 0; t < (T + 15) / 16 * 16; t++)
@@ -491,41 +463,45 @@ static void q8_packed_prefill(float *out, const float *x, const Matrix *w, const
         return;
     }
 #endif
-    quantize_rows(scratch->q, scratch->scale, x, T, n, w->packing == Q8_PACK_VNNI);
-#pragma omp parallel for schedule(dynamic, 1)
-    for (block = 0; block < blocks; block++) {
-#if defined(VNNI512_PREFILL)
-        vnni_rows16(&p, block);
-#elif defined(AVX2_PREFILL)
-        rows16_avx2(&p, block);
+    /* decode: rows split between threads in blocks of 16; prefill: a block at a time for every
+     * token while it sits in cache */
+    quantize_rows(scratch->q, scratch->scale, x, T, n, T > 1 && w->packing == Q8_PACK_VNNI);
+#pragma omp parallel for schedule(static) if (T == 1)
+    for (block = 0; block < (T == 1 ? blocks : 0); block++) {
+#if defined(VNNI512_KERNELS)
+        decode_vnni512(&p, block);
+#elif defined(AVX2_KERNELS)
+        rows16_avx2(&p, block, 0, 1);
 #else
         (void)p; /* no packed kernel in this build: q8_packing() never packs */
+#endif
+    }
+#pragma omp parallel for schedule(dynamic, 1) if (T > 1)
+    for (block = 0; block < (T > 1 ? blocks : 0); block++) {
+#if defined(VNNI512_KERNELS)
+        prefill_vnni512(&p, block);
+#elif defined(AVX2_KERNELS)
+        for (int t0 = 0; t0 < T; t0 += 4) rows16_avx2(&p, block, t0, min_int(4, T - t0));
 #endif
     }
 }
 
 /* ---- the entry point ---------------------------------------------------------------------- */
 
-/* q8_0 W: activations quantized, then decode (dot_q8 per row, rows split between threads) or
- * prefill (the packed kernels; without a packed copy, dot_q8 per token over blocks of 4 rows,
- * each used for every token while it sits in cache). */
+/* q8_0 W: from the rearranged copy where this build has one (x86), else row by row (dot_q8,
+ * rows split between threads in blocks of 4, each block used for every token while it sits in
+ * cache). */
 static void q8_matmul(float *out, const float *x, const Matrix *w, const float *bias, int T,
                       MatmulScratch *scratch) {
     int n = w->cols, nb = n / Q8_GROUP, d = w->rows, i;
-    if (T > 1 && w->packed) {
-        q8_packed_prefill(out, x, w, bias, T, scratch);
+    if (w->packed) {
+        q8_packed_matmul(out, x, w, bias, T, scratch);
         return;
     }
     const int8_t *xq = scratch->q;
     const float *xs = scratch->scale;
     quantize_rows(scratch->q, scratch->scale, x, T, n, 0);
-    if (T == 1) {
-#pragma omp parallel for schedule(static)
-        for (i = 0; i < d; i++)
-            out[i] = dot_q8(w->q + (size_t)i * n, w->scale + (size_t)i * nb, xq, xs, n) + (bias ? bias[i] : 0.0f);
-        return;
-    }
-#pragma omp parallel for schedule(dynamic, 4)
+#pragma omp parallel for schedule(dynamic, 4) if (T > 1)
     for (i = 0; i < (d + 3) / 4; i++)
         for (int t = 0; t < T; t++)
             for (int r = 4 * i; r < min_int(4 * i + 4, d); r++)

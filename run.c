@@ -136,8 +136,9 @@ typedef struct {
                         head): (block / ATTENTION_BLOCK, n_head, att_slice) */
     size_t att_slice;
     MatmulScratch mm; /* matmul()'s buffers, sized for block tokens */
-    float *key_cache;   /* (layer, n_head, n_ctx, head_size) */
-    float *value_cache; /* (layer, n_head, n_ctx, head_size) */
+    float *key_cache;   /* (layer, n_head, head_size, ctx16): keys transposed, position j's
+                           dimension d at [d * ctx16 + j], ctx16 = n_ctx rounded up to 16 */
+    float *value_cache; /* (layer, n_head, n_ctx, hs16): hs16 = head_size rounded up to 16 */
     float *att_record;  /* (layer, n_head, T, T) attention weights kept for --attention, or NULL */
     int att_record_len; /* T */
     /* Set by tests/trace.c only: sees the input and output of every matrix product. */
@@ -150,7 +151,7 @@ typedef struct {
     RunState state;
     Tokenizer tokenizer;
     float *sinusoid;    /* owned (n_ctx, n_embd) table for POS_SINUSOIDAL, else NULL */
-    void *prefill_copy; /* owned: weights rearranged for the prefill kernels, or NULL */
+    void *weights_copy; /* owned: weight matrices rearranged for the kernels (prepare_weights), or NULL */
     const uint8_t *data; /* the whole file, mapped */
     size_t file_size;
     int mapped;          /* data came from mmap (and must be unmapped) */
@@ -385,8 +386,10 @@ static float *sinusoid_table(int n_ctx, int n_embd) {
 
 static void build_state(RunState *s, const Config *c) {
     size_t C = (size_t)c->n_embd, H = (size_t)c->n_hidden, B;
-    uint64_t cache = mul_or_die(mul_or_die((uint64_t)c->n_layer, (uint64_t)c->n_ctx, "KV cache"),
-                                mul_or_die(C, sizeof(float), "KV cache"), "KV cache");
+    /* per layer and head: head_size x ctx16 keys, n_ctx x hs16 values (attention()'s layout) */
+    uint64_t per_head = (uint64_t)round_up16(c->n_ctx) * (uint64_t)round_up16(c->head_size);
+    uint64_t cache = mul_or_die(mul_or_die((uint64_t)c->n_layer * (uint64_t)c->n_head, per_head, "KV cache"),
+                                sizeof(float), "KV cache");
     if (cache > SIZE_MAX / 2) die("model file: the key/value cache would need %llu bytes",
                                   (unsigned long long)cache);
     s->block = c->n_ctx < PREFILL_BLOCK ? c->n_ctx : PREFILL_BLOCK;
@@ -452,8 +455,7 @@ static void load_model(Transformer *t, const uint8_t *data, size_t size) {
 }
 
 /* What generation needs beyond the file: the sinusoid table, the run-time buffers and, for
- * the kernels that want it, the weights a prompt's prefill multiplies rearranged once
- * (kernels.h's prepare_for_prefill). */
+ * the kernels that want it, the weight matrices rearranged once (kernels.h's prepare_weights). */
 static void build_run(Transformer *t) {
     const Config *c = &t->config;
     TransformerWeights *w = &t->weights;
@@ -462,23 +464,22 @@ static void build_run(Transformer *t) {
         w->wpe = t->sinusoid;
     }
     build_state(&t->state, c);
-    if (t->state.block < 2) return; /* no prefill */
     int count = 0;
-    Matrix **prefill = malloc_or_die((4 * (size_t)c->n_layer + 1) * sizeof(Matrix *), "matrix list");
+    Matrix **matrices = malloc_or_die((4 * (size_t)c->n_layer + 1) * sizeof(Matrix *), "matrix list");
     for (int l = 0; l < c->n_layer; l++) {
         LayerWeights *L = &w->layer[l];
-        prefill[count++] = &L->c_attn;
-        prefill[count++] = &L->attn_proj;
-        prefill[count++] = &L->c_fc;
-        prefill[count++] = &L->mlp_proj;
+        matrices[count++] = &L->c_attn;
+        matrices[count++] = &L->attn_proj;
+        matrices[count++] = &L->c_fc;
+        matrices[count++] = &L->mlp_proj;
     }
-    prefill[count++] = &w->lm_head;
-    size_t bytes = prepare_for_prefill(prefill, count, NULL);
+    matrices[count++] = &w->lm_head;
+    size_t bytes = prepare_weights(matrices, count, NULL);
     if (bytes) {
-        t->prefill_copy = alloc_or_die(bytes, "the prefill copy of the weights", 0); /* every byte written */
-        prepare_for_prefill(prefill, count, t->prefill_copy);
+        t->weights_copy = alloc_or_die(bytes, "the rearranged copy of the weights", 0); /* every byte written */
+        prepare_weights(matrices, count, t->weights_copy);
     }
-    free(prefill);
+    free(matrices);
 }
 
 static double now_seconds(void) {
@@ -514,7 +515,7 @@ static void free_transformer(Transformer *t) {
     free_state(&t->state);
     free(t->weights.layer);
     free(t->sinusoid);
-    free(t->prefill_copy);
+    free(t->weights_copy);
     tokenizer_free(&t->tokenizer);
     if (t->mapped) munmap((void *)t->data, t->file_size);
     memset(t, 0, sizeof *t);
@@ -548,20 +549,35 @@ static void linear(RunState *s, float *out, const float *x, const Matrix *w, con
     if (s->observe_product) s->observe_product(w, x, out, T);
 }
 
+/* One head's keys and values in layer l's cache (the layout of RunState's comments). */
+static float *head_keys(Transformer *t, int l, int h) {
+    const Config *c = &t->config;
+    size_t per_head = (size_t)round_up16(c->n_ctx) * round_up16(c->head_size);
+    return t->state.key_cache + ((size_t)l * c->n_head + h) * per_head;
+}
+
+static float *head_values(Transformer *t, int l, int h) {
+    const Config *c = &t->config;
+    size_t per_head = (size_t)round_up16(c->n_ctx) * round_up16(c->head_size);
+    return t->state.value_cache + ((size_t)l * c->n_head + h) * per_head;
+}
+
 /* Layer l's keys and values of positions pos..pos+T-1 (from qkv) into the cache. */
 static void store_keys_values(Transformer *t, int l, int T, int pos) {
     const Config *c = &t->config;
     RunState *s = &t->state;
-    int C = c->n_embd, hs = c->head_size;
-    size_t C3 = 3 * (size_t)C, layer_cache = (size_t)l * c->n_head * c->n_ctx * hs;
+    int C = c->n_embd, hs = c->head_size, ctx16 = round_up16(c->n_ctx), hs16 = round_up16(hs);
+    size_t C3 = 3 * (size_t)C;
     int h;
 #pragma omp parallel for schedule(static) if (T > 1)
-    for (h = 0; h < c->n_head; h++) /* each head's rows are consecutive in the cache */
+    for (h = 0; h < c->n_head; h++) {
+        float *keys = head_keys(t, l, h), *values = head_values(t, l, h);
         for (int i = 0; i < T; i++) {
-            size_t at = layer_cache + ((size_t)h * c->n_ctx + pos + i) * hs;
-            memcpy(s->key_cache + at, s->qkv + i * C3 + C + h * hs, (size_t)hs * sizeof(float));
-            memcpy(s->value_cache + at, s->qkv + i * C3 + 2 * C + h * hs, (size_t)hs * sizeof(float));
+            const float *key = s->qkv + i * C3 + C + h * hs, *value = key + C;
+            for (int d = 0; d < hs; d++) keys[(size_t)d * ctx16 + pos + i] = key[d];
+            memcpy(values + (size_t)(pos + i) * hs16, value, (size_t)hs * sizeof(float));
         }
+    }
 }
 
 /* Causal attention of positions pos..pos+T-1 in layer l, every head: the queries in qkv, keys
@@ -572,14 +588,14 @@ static void multi_head_attention(Transformer *t, int l, int T, int pos) {
     RunState *s = &t->state;
     int C = c->n_embd, hs = c->head_size, n_head = c->n_head, job;
     int blocks = (T + ATTENTION_BLOCK - 1) / ATTENTION_BLOCK, len = s->att_record_len;
-    size_t C3 = 3 * (size_t)C, layer_cache = (size_t)l * n_head * c->n_ctx * hs;
+    size_t C3 = 3 * (size_t)C;
 #pragma omp parallel for schedule(dynamic, 1)
     for (job = 0; job < blocks * n_head; job++) {
         int i = job / n_head * ATTENTION_BLOCK, h = job % n_head;
-        size_t head_cache = layer_cache + (size_t)h * c->n_ctx * hs;
         AttentionBlock b = {
             .query = s->qkv + i * C3 + h * hs, .query_stride = (int)C3,
-            .keys = s->key_cache + head_cache, .values = s->value_cache + head_cache,
+            .keys = head_keys(t, l, h), .key_stride = round_up16(c->n_ctx),
+            .values = head_values(t, l, h), .value_stride = round_up16(hs),
             .out = s->xb + (size_t)i * C + h * hs, .out_stride = C,
             .pos = pos + i, .nq = min_int(ATTENTION_BLOCK, T - i), .head_size = hs,
             /* for the attention picture: row pos+i of this head's (len, len) weights */

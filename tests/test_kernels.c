@@ -1,5 +1,11 @@
-/* Hand-computed checks of run.c's kernels: run.c is included whole (its main() is left out
- * under TESTING), so the static functions are tested as they are. Exit status 1 on failure. */
+/* Checks of run.c's kernels: run.c is included whole (its main() is left out under TESTING), so
+ * the static functions are tested as they are. Three kinds of checks:
+ *   - values computed by hand (softmax, a scaled dot product, masking, GELU, LayerNorm, UTF-8
+ *     streaming, q8_0 quantization);
+ *   - every matrix product and attention against the same computation in double;
+ *   - every kernel of this build against the arithmetic kernels.h defines for every path,
+ *     written out here in plain C with fmaf, bit for bit: what makes all paths agree exactly.
+ * Exit status 1 on failure. */
 #define TESTING
 #include "../run.c"
 
@@ -12,6 +18,115 @@ static void expect_near(const char *what, double got, double want, double tol) {
     if (!ok) failures++;
 }
 
+/* n floats of got and want must have the same bits */
+static void expect_bits(const char *what, const float *got, const float *want, size_t n) {
+    checks++;
+    size_t differ = 0, first = 0;
+    for (size_t i = n; i-- > 0;)
+        if (memcmp(got + i, want + i, sizeof(float)) != 0) differ++, first = i;
+    printf("%s %s: %zu of %zu values differ in their bits", differ ? "not ok" : "ok", what, differ, n);
+    if (differ) printf(" (first at %zu: %.9g, want %.9g)", first, (double)got[first], (double)want[first]);
+    printf("\n");
+    if (differ) failures++;
+}
+
+/* ---- the shared arithmetic, written out plainly (kernels.h's header defines it) -------------- */
+
+static float ref_exp(float z) {
+    z = fminf(fmaxf(z, -87.0f), 87.0f);
+    float k = rintf(z * 1.44269504f);
+    float r = fmaf(-k, 0.693145752f, z);
+    r = fmaf(-k, 1.42860677e-6f, r);
+    static const float c[6] = {1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f};
+    float p = 1.0f / 720;
+    for (int i = 0; i < 6; i++) p = fmaf(p, r, c[i]);
+    return ldexpf(p, (int)k);
+}
+
+static float ref_gelu_tanh(float x) {
+    float y = 0.7978845608f * fmaf(0.044715f * x, x * x, x);
+    return x / (1.0f + ref_exp(y * -2.0f));
+}
+
+static float ref_gelu_erf(float x) {
+    /* Numerical Recipes in C, 2nd ed., section 6.2, erfcc: t^9 .. t^0 */
+    static const float c[10] = {0.17087277f, -0.82215223f, 1.48851587f, -1.13520398f, 0.27886807f,
+                                -0.18628806f, 0.09678418f, 0.37409196f, 1.00002368f, -1.26551223f};
+    float z = x * 0.70710678118654752f, az = fabsf(z), t = 1.0f / (1.0f + 0.5f * az), p = c[0];
+    for (int i = 1; i < 10; i++) p = fmaf(p, t, c[i]);
+    float erfc = t * ref_exp(fmaf(-az, az, p));
+    return (0.5f * x) * (1.0f + copysignf(1.0f - erfc, z));
+}
+
+static void ref_softmax(float *x, int n) {
+    float max = x[0], sum = 0.0f;
+    for (int i = 1; i < n; i++) if (x[i] > max) max = x[i];
+    for (int i = 0; i < n; i++) x[i] = ref_exp(x[i] - max);
+    for (int i = 0; i < n; i++) sum += x[i];
+    for (int i = 0; i < n; i++) x[i] /= sum;
+}
+
+/* decode: 64 partial sums over k = l (mod 64), a fixed tree, then the bias */
+static float ref_matvec_row(const float *w, const float *x, int n, float bias) {
+    float p[64] = {0};
+    for (int k = 0; k < n; k++) p[k % 64] = fmaf(w[k], x[k], p[k % 64]);
+    for (int i = 0; i < 32; i++) p[i] += p[i + 32];
+    for (int i = 0; i < 16; i++) p[i] += p[i + 16];
+    for (int i = 0; i < 8; i++) p[i] += p[i + 8];
+    for (int i = 0; i < 4; i++) p[i] += p[i + 4];
+    for (int i = 0; i < 2; i++) p[i] += p[i + 2];
+    return (p[0] + p[1]) + bias;
+}
+
+/* prefill: one fma chain over k, then the bias */
+static float ref_prefill_row(const float *w, const float *x, int n, float bias) {
+    float acc = 0.0f;
+    for (int k = 0; k < n; k++) acc = fmaf(w[k], x[k], acc);
+    return acc + bias;
+}
+
+/* q8_0: the activations quantized (quantize_q8), exact group dots, an fma chain over the groups */
+static float ref_q8_row(const int8_t *wq, const float *ws, const int8_t *xq, const float *xs, int n, float bias) {
+    float acc = 0.0f;
+    for (int g = 0; g < n / 32; g++) {
+        int32_t dot = 0;
+        for (int i = 0; i < 32; i++) dot += wq[g * 32 + i] * xq[g * 32 + i];
+        acc = fmaf((float)dot, ws[g] * xs[g], acc);
+    }
+    return acc + bias;
+}
+
+/* ---- attention cases: random queries, keys and values in the cache's layout ---------------- */
+
+typedef struct {
+    AttentionBlock block;
+    float *q, *keys, *v, *out, *weights, *scratch;
+} AttentionCase;
+
+static AttentionCase attention_case(int pos, int nq, int hs) {
+    int n_keys = pos + nq, ks = round_up16(n_keys), vs = round_up16(hs);
+    AttentionCase a = {
+        .q = malloc(sizeof(float) * nq * hs), .keys = calloc((size_t)hs * ks, sizeof(float)),
+        .v = calloc((size_t)n_keys * vs, sizeof(float)), .out = malloc(sizeof(float) * nq * hs),
+        .weights = malloc(sizeof(float) * nq * n_keys),
+        .scratch = malloc(sizeof(float) * attention_scratch_floats(n_keys, hs)),
+    };
+    uint64_t seed = 99 + pos + nq + hs;
+    for (int i = 0; i < nq * hs; i++) a.q[i] = (float)(rng_uniform(&seed) * 4 - 2);
+    for (int j = 0; j < n_keys; j++)
+        for (int d = 0; d < hs; d++) a.keys[(size_t)d * ks + j] = (float)(rng_uniform(&seed) * 4 - 2);
+    for (int j = 0; j < n_keys; j++)
+        for (int d = 0; d < hs; d++) a.v[(size_t)j * vs + d] = (float)(rng_uniform(&seed) * 2 - 1);
+    a.block = (AttentionBlock){.query = a.q, .query_stride = hs, .keys = a.keys, .key_stride = ks,
+                               .values = a.v, .value_stride = vs, .out = a.out, .out_stride = hs,
+                               .pos = pos, .nq = nq, .head_size = hs, .weights = a.weights,
+                               .weights_stride = n_keys};
+    return a;
+}
+
+static void free_attention_case(AttentionCase *a) {
+    free(a->q); free(a->keys); free(a->v); free(a->out); free(a->weights); free(a->scratch);
+}
 
 /* matmul() (decode and prefill kernels; for q8_0 the weights rearranged as the loader does,
  * for whichever kernel this build and CPU use: AMX, VNNI or maddubs) against the same product
@@ -34,10 +149,10 @@ static void check_matmul(int n, int d, int T, int type, int packed) {
         for (int r = 0; r < d; r++) quantize_q8(wq + (size_t)r * n, ws + r * (n / 32), w + (size_t)r * n, n);
         m = (Matrix){.type = WT_Q8_0, .rows = d, .cols = n, .q = wq, .scale = ws};
         how = "q8_0 dot products";
-        if (packed) { /* as build_run() does through prepare_for_prefill() */
+        if (packed) { /* as build_run() does through prepare_weights() */
             Matrix *list[1] = {&m};
-            copy = malloc(prepare_for_prefill(list, 1, NULL));
-            prepare_for_prefill(list, 1, copy);
+            copy = malloc(prepare_weights(list, 1, NULL) + 1);
+            prepare_weights(list, 1, copy);
             how = q8_description();
         }
     }
@@ -80,25 +195,16 @@ static void check_matmul(int n, int d, int T, int type, int packed) {
  * in double: scores, softmax, weighted sum; and the weights it reports for the picture. */
 static void check_attention(int pos, int nq, int hs) {
     int n_keys = pos + nq;
-    float *q = malloc(sizeof(float) * nq * hs), *k = malloc(sizeof(float) * n_keys * hs);
-    float *v = malloc(sizeof(float) * n_keys * hs), *out = malloc(sizeof(float) * nq * hs);
-    float *weights = malloc(sizeof(float) * nq * n_keys);
-    float *scratch = malloc(sizeof(float) * attention_scratch_floats(n_keys, hs));
-    uint64_t seed = 99 + pos + nq + hs;
-    for (int i = 0; i < nq * hs; i++) q[i] = (float)(rng_uniform(&seed) * 4 - 2);
-    for (int i = 0; i < n_keys * hs; i++) k[i] = (float)(rng_uniform(&seed) * 4 - 2);
-    for (int i = 0; i < n_keys * hs; i++) v[i] = (float)(rng_uniform(&seed) * 2 - 1);
-    AttentionBlock b = {.query = q, .query_stride = hs, .keys = k, .values = v, .out = out,
-                        .out_stride = hs, .pos = pos, .nq = nq, .head_size = hs,
-                        .weights = weights, .weights_stride = n_keys};
-    attention(&b, scratch);
+    AttentionCase a = attention_case(pos, nq, hs);
+    float *q = a.q, *v = a.v, *out = a.out, *weights = a.weights;
+    attention(&a.block, a.scratch);
     double worst_out = 0.0, worst_weight = 0.0;
     for (int i = 0; i < nq; i++) {
         int keys = pos + i + 1; /* query i sees keys 0..pos+i */
         double score[512], max = -1e300, sum = 0.0;
         for (int j = 0; j < keys; j++) {
             score[j] = 0.0;
-            for (int d = 0; d < hs; d++) score[j] += (double)q[i * hs + d] * k[j * hs + d];
+            for (int d = 0; d < hs; d++) score[j] += (double)q[i * hs + d] * a.keys[(size_t)d * a.block.key_stride + j];
             score[j] /= sqrt((double)hs);
             if (score[j] > max) max = score[j];
         }
@@ -110,7 +216,7 @@ static void check_attention(int pos, int nq, int hs) {
         }
         for (int d = 0; d < hs; d++) {
             double want = 0.0;
-            for (int j = 0; j < keys; j++) want += score[j] * v[j * hs + d];
+            for (int j = 0; j < keys; j++) want += score[j] * v[(size_t)j * a.block.value_stride + d];
             if (fabs(out[i * hs + d] - want) > worst_out) worst_out = fabs(out[i * hs + d] - want);
         }
     }
@@ -121,7 +227,113 @@ static void check_attention(int pos, int nq, int hs) {
     printf("%s %s: worst |output error| %.1e (at most 1e-5), |weight error| %.1e (at most 1e-6)\n",
            ok ? "ok" : "not ok", what, worst_out, worst_weight);
     if (!ok) failures++;
-    free(q); free(k); free(v); free(out); free(weights); free(scratch);
+    free_attention_case(&a);
+}
+
+
+/* ---- this build's kernels against the shared arithmetic, bit for bit ------------------------ */
+
+static void check_elementwise_bits(void) {
+    enum { N = 20011 }; /* not a multiple of any vector width: part vectors too */
+    static float x[N], got[N], want[N];
+    uint64_t seed = 4242;
+    for (int i = 0; i < N; i++) x[i] = (float)(rng_uniform(&seed) * 40 - 20);
+    x[0] = 0.0f; x[1] = -0.0f; x[2] = 1e-30f; x[3] = -1e-30f; x[4] = 87.5f; x[5] = -150.0f; x[6] = 7.9e-39f;
+    memcpy(got, x, sizeof x);
+    ELEMENTWISE(got, N, vf_exp);
+    for (int i = 0; i < N; i++) want[i] = ref_exp(x[i]);
+    expect_bits("exp on [-20, 20] and edge values", got, want, N);
+    memcpy(got, x, sizeof x);
+    gelu(got, N, GELU_TANH);
+    for (int i = 0; i < N; i++) want[i] = ref_gelu_tanh(x[i]);
+    expect_bits("gelu, tanh form", got, want, N);
+    memcpy(got, x, sizeof x);
+    gelu(got, N, GELU_ERF);
+    for (int i = 0; i < N; i++) want[i] = ref_gelu_erf(x[i]);
+    expect_bits("gelu, erf form", got, want, N);
+    for (int n = 1; n < 70; n += 7) {
+        memcpy(got, x, sizeof x);
+        memcpy(want, x, sizeof x);
+        softmax(got, n);
+        ref_softmax(want, n);
+        char what[60];
+        snprintf(what, sizeof what, "softmax of %d values", n);
+        expect_bits(what, got, want, (size_t)n);
+    }
+}
+
+/* matmul() of every format and kernel (decode, prefill, packed or not) against the arithmetic */
+static void check_matmul_bits(int n, int d, int T, int type, int packed) {
+    float *w = malloc(sizeof(float) * d * n), *x = malloc(sizeof(float) * T * n), *bias = malloc(sizeof(float) * d);
+    float *got = malloc(sizeof(float) * T * d), *want = malloc(sizeof(float) * T * d), *ws = malloc(sizeof(float) * d * n / 32 + 4);
+    int8_t *wq = malloc((size_t)d * n), *copy = NULL, xq[1024];
+    float xs[32];
+    uint64_t seed = 31 + n + d + T;
+    for (int i = 0; i < d * n; i++) w[i] = (float)(rng_uniform(&seed) * 2 - 1);
+    for (int i = 0; i < T * n; i++) x[i] = (float)(rng_uniform(&seed) * 6 - 3);
+    for (int i = 0; i < d; i++) bias[i] = (float)(rng_uniform(&seed) - 0.5);
+    Matrix m = {.type = type, .rows = d, .cols = n, .f32 = w};
+    if (type == WT_Q8_0) {
+        for (int r = 0; r < d; r++) quantize_q8(wq + (size_t)r * n, ws + r * (n / 32), w + (size_t)r * n, n);
+        m = (Matrix){.type = WT_Q8_0, .rows = d, .cols = n, .q = wq, .scale = ws};
+        if (packed) {
+            Matrix *list[1] = {&m};
+            copy = malloc(prepare_weights(list, 1, NULL) + 1);
+            prepare_weights(list, 1, copy);
+        }
+    }
+    MatmulScratch scratch = {0};
+    matmul_scratch_init(&scratch, T, n, type);
+    for (int pass = 0; pass < 2; pass++) { /* all T tokens at once (prefill), then one by one */
+        if (pass == 0) matmul(got, x, &m, bias, T, &scratch);
+        else for (int t = 0; t < T; t++) matmul(got + (size_t)t * d, x + (size_t)t * n, &m, bias, 1, &scratch);
+        int decode = pass == 1 || T == 1;
+        for (int t = 0; t < T; t++) {
+            if (type == WT_Q8_0) quantize_q8(xq, xs, x + (size_t)t * n, n);
+            for (int r = 0; r < d; r++)
+                want[(size_t)t * d + r] = type == WT_Q8_0 ? ref_q8_row(wq + (size_t)r * n, ws + r * (n / 32), xq, xs, n, bias[r])
+                                          : decode ? ref_matvec_row(w + (size_t)r * n, x + (size_t)t * n, n, bias[r])
+                                                   : ref_prefill_row(w + (size_t)r * n, x + (size_t)t * n, n, bias[r]);
+        }
+        char what[200];
+        snprintf(what, sizeof what, "matmul %s%s, n %d, d %d, %s", type == WT_Q8_0 ? "q8_0" : "float32",
+                 packed && copy ? " rearranged" : "", n, d, decode ? "decode" : "prefill");
+        expect_bits(what, got, want, (size_t)T * d);
+        if (T == 1) break;
+    }
+    free(w); free(x); free(bias); free(got); free(want); free(ws); free(wq); free(copy);
+    matmul_scratch_free(&scratch);
+}
+
+static void check_attention_bits(int pos, int nq, int hs) {
+    AttentionCase a = attention_case(pos, nq, hs);
+    attention(&a.block, a.scratch);
+    int n_keys = pos + nq, ks = a.block.key_stride, vs = a.block.value_stride;
+    float *want = malloc(sizeof(float) * nq * hs), *want_weights = calloc((size_t)nq * n_keys, sizeof(float));
+    float *got_weights = calloc((size_t)nq * n_keys, sizeof(float)), scale = 1.0f / sqrtf((float)hs);
+    for (int i = 0; i < nq; i++) {
+        int keys = pos + i + 1;
+        float *att = want_weights + (size_t)i * n_keys;
+        for (int j = 0; j < keys; j++) {
+            float s = 0.0f;
+            for (int d = 0; d < hs; d++) s = fmaf(a.q[i * hs + d] * scale, a.keys[(size_t)d * ks + j], s);
+            att[j] = s;
+        }
+        ref_softmax(att, keys);
+        for (int d = 0; d < hs; d++) {
+            float acc = 0.0f;
+            for (int j = 0; j < keys; j++) acc = fmaf(att[j], a.v[(size_t)j * vs + d], acc);
+            want[i * hs + d] = acc;
+        }
+        memcpy(got_weights + (size_t)i * n_keys, a.weights + (size_t)i * n_keys, sizeof(float) * keys);
+    }
+    char what[120];
+    snprintf(what, sizeof what, "attention of %d queries from position %d, head size %d: outputs", nq, pos, hs);
+    expect_bits(what, a.out, want, (size_t)nq * hs);
+    snprintf(what, sizeof what, "attention of %d queries from position %d, head size %d: weights", nq, pos, hs);
+    expect_bits(what, got_weights, want_weights, (size_t)nq * n_keys);
+    free(want); free(want_weights); free(got_weights);
+    free_attention_case(&a);
 }
 
 int main(void) {
@@ -143,24 +355,33 @@ int main(void) {
     float q[3] = {0.6f, 0.3f, 0.8f}, k[3] = {0.5f, 0.1f, 0.9f};
     expect_near("scaled dot product", dot_f32(q, k, 3) / sqrtf(3.0f), 0.606, 5e-4);
 
-    /* The attention weights for that query over keys [k, 0] are softmax([0.606, 0]) ... */
-    float keys[3 * 3] = {0.5f, 0.1f, 0.9f, 0, 0, 0, NAN, NAN, NAN};
-    float values[3 * 3] = {1, 2, 3, 4, 5, 6, NAN, NAN, NAN};
-    float att[3], out[3];
-    att[2] = -7.0f; /* sentinel: position 2 is in the future for pos = 1 */
-    attention_one(out, att, q, keys, values, 1, 3);
-    expect_near("attention weight of key 0", att[0], 1 / (1 + exp(-0.606218)), 1e-5);
-    expect_near("attention weight of key 1", att[1], 1 / (1 + exp(0.606218)), 1e-5);
-    expect_near("output = weighted sum of values", out[0], att[0] * 1 + att[1] * 4, 1e-6);
-    /* ... and a masked (future) position gets weight exactly 0: its NaN key and value, which
-     * would poison any sum they entered, leave the output finite. */
+    /* The attention weights of that query over keys [k, 0] are softmax([0.606, 0]). Keys are
+     * stored transposed, 16 positions to a row; values 16 floats apart. Position 2 lies in the
+     * future of a query at position 1: its key and value are NaN, which would poison any sum
+     * they entered, and its weight is never reported. */
+    float keys[3 * 16], values[3 * 16], out[3], weights[3] = {0, 0, -7.0f}, scratch[2 * 16 * 16 + 64];
+    for (int i = 0; i < 3 * 16; i++) keys[i] = values[i] = NAN;
+    for (int d = 0; d < 3; d++) {
+        keys[d * 16 + 0] = k[d];
+        keys[d * 16 + 1] = 0.0f;
+        values[0 * 16 + d] = (float)(1 + d);
+        values[1 * 16 + d] = (float)(4 + d);
+    }
+    AttentionBlock block = {.query = q, .query_stride = 3, .keys = keys, .key_stride = 16, .values = values,
+                            .value_stride = 16, .out = out, .out_stride = 3, .pos = 1, .nq = 1, .head_size = 3,
+                            .weights = weights, .weights_stride = 3};
+    attention(&block, scratch);
+    expect_near("attention weight of key 0", weights[0], 1 / (1 + exp(-0.606218)), 1e-5);
+    expect_near("attention weight of key 1", weights[1], 1 / (1 + exp(0.606218)), 1e-5);
+    expect_near("output = weighted sum of values", out[0], weights[0] * 1 + weights[1] * 4, 1e-6);
     checks++;
-    int masked_ok = isfinite(out[0]) && isfinite(out[1]) && isfinite(out[2]) && att[2] == -7.0f;
-    printf("%s masked position has weight exactly 0\n", masked_ok ? "ok" : "not ok");
+    int masked_ok = isfinite(out[0]) && isfinite(out[1]) && isfinite(out[2]) && weights[2] == -7.0f;
+    printf("%s masked position never enters the sums, its weight never reported\n", masked_ok ? "ok" : "not ok");
     if (!masked_ok) failures++;
     /* pos = 0: the only visible key gets weight exactly 1 */
-    attention_one(out, att, q, keys, values, 0, 3);
-    expect_near("single visible key has weight 1", att[0], 1.0, 0.0);
+    block.pos = 0;
+    attention(&block, scratch);
+    expect_near("single visible key has weight 1", weights[0], 1.0, 0.0);
 
     /* GELU at 1: tanh form 0.841192, erf form 0.841345 (x * Phi(x)) */
     float g[2] = {1.0f, 1.0f};
@@ -169,20 +390,24 @@ int main(void) {
     expect_near("gelu_tanh(1)", g[0], 0.841192, 1e-5);
     expect_near("gelu_erf(1)", g[1], 0.841345, 1e-5);
 
-    /* GELU over a range (the vector path when there is one) against tanh in double */
+    /* GELU over a range against tanh and erf in double */
     enum { NG = 4001 };
     static float gx[NG];
     for (int i = 0; i < NG; i++) gx[i] = -20.0f + 40.0f * i / (NG - 1);
-    float gy[NG];
-    memcpy(gy, gx, sizeof gy);
-    gelu(gy, NG, GELU_TANH);
-    double worst = 0.0;
-    for (int i = 0; i < NG; i++) {
-        double v = gx[i], want = 0.5 * v * (1.0 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
-        double err = fabs(gy[i] - want) / (1.0 + fabs(want));
-        if (err > worst) worst = err;
+    for (int kind = GELU_TANH; kind <= GELU_ERF; kind++) {
+        float gy[NG];
+        memcpy(gy, gx, sizeof gy);
+        gelu(gy, NG, kind);
+        double worst = 0.0;
+        for (int i = 0; i < NG; i++) {
+            double v = gx[i], want = kind == GELU_TANH ? 0.5 * v * (1.0 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)))
+                                                       : 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
+            double err = fabs(gy[i] - want) / (1.0 + fabs(want));
+            if (err > worst) worst = err;
+        }
+        expect_near(kind == GELU_TANH ? "gelu_tanh on [-20, 20], worst |error| / (1 + |gelu|)"
+                                      : "gelu_erf on [-20, 20], worst |error| / (1 + |gelu|)", worst, 0.0, 1e-6);
     }
-    expect_near("gelu_tanh on [-20, 20], worst |error| / (1 + |gelu|)", worst, 0.0, 1e-6);
 
     /* LayerNorm of [1, 2, 3]: mean 2, variance 2/3 -> [-1.2247, 0, 1.2247] */
     float x[3] = {1, 2, 3}, w[3] = {1, 1, 1}, y[3];
@@ -250,16 +475,21 @@ int main(void) {
         check_matmul(shapes[i][0], shapes[i][1], shapes[i][2], WT_F32, 0);
         check_matmul(shapes[i][0], shapes[i][1], shapes[i][2], WT_Q8_0, 0);
         check_matmul(shapes[i][0], shapes[i][1], shapes[i][2], WT_Q8_0, 1);
+        check_matmul_bits(shapes[i][0], shapes[i][1], shapes[i][2], WT_F32, 0);
+        check_matmul_bits(shapes[i][0], shapes[i][1], shapes[i][2], WT_Q8_0, 0);
+        check_matmul_bits(shapes[i][0], shapes[i][1], shapes[i][2], WT_Q8_0, 1);
     }
     check_matmul(50, 30, 45, WT_F32, 0); /* float32 takes any width */
+    check_matmul_bits(50, 30, 45, WT_F32, 0);
 
     /* attention: one query (decode), a block of 16 and one of 20 (a part block after a whole
      * one) from past position 0, head sizes that do and do not fit the 16-lane path */
-    check_attention(0, 1, 64);
-    check_attention(37, 1, 48);
-    check_attention(0, 16, 64);
-    check_attention(5, 20, 32);
-    check_attention(9, 7, 36);
+    int cases[][3] = {{0, 1, 64}, {37, 1, 48}, {0, 16, 64}, {5, 20, 32}, {9, 7, 36}, {70, 16, 64}};
+    for (int i = 0; i < 6; i++) {
+        check_attention(cases[i][0], cases[i][1], cases[i][2]);
+        check_attention_bits(cases[i][0], cases[i][1], cases[i][2]);
+    }
+    check_elementwise_bits();
 
     printf("%d passed, %d failed\n", checks - failures, failures);
     return failures ? 1 : 0;

@@ -8,11 +8,15 @@ NEON without and with dotprod under qemu) against references that do not depend 
   freedom left is float32 summation order, bounded by (number of additions + 8) x 2^-24 x (sum
   of the absolute terms). So the check holds on any CPU, and a wrong scale, group, sign or
   quant in any kernel breaks it by orders of magnitude.
+- logits bit-identical on every path: every kernel performs the arithmetic kernels.h defines, in
+  the same order (tests/test_kernels.c checks each against it); for q8_0 one token at a time
+  and in prefill blocks give the same bits too;
 - float32 logits at every position against PyTorch (tolerance 1e-4 x (1 + max|logit|), orders of
   magnitude above float32 rounding differences between BLAS builds);
 - q8_0 logits of the trained shipped model within 5% of its float32 logits (the quantization
   error, about 1%, dominates anything rounding can change);
-- greedy tokens identical across paths and thread counts, and for the shipped model."""
+- greedy tokens identical across paths and thread counts, random models and the shipped one
+  (which follows from the bit-identical logits, near-ties included)."""
 from __future__ import annotations
 
 import subprocess
@@ -153,6 +157,23 @@ def test_every_product_matches_its_reference(path: str, weights: str) -> None:
         trace.unlink()
 
 
+# ---- every path gives the same bits -----------------------------------------------------------
+
+@pytest.mark.parametrize("weights", ["f32", "q8", "odd"])
+def test_logits_bit_identical_across_paths(weights: str) -> None:
+    m = models()
+    prompt = m["prompt"].read_bytes()
+    logits = {(path, block): c_logits(binary("run", path), m[weights], prompt, 50257, block)
+              for path in PATHS for block in (1, 128)}
+    for block in (1, 128):
+        base = logits["native", block]
+        differ = [path for path in PATHS if not np.array_equal(logits[path, block], base)]
+        assert not differ, f"block {block}: {differ} differ from native by up to " \
+                           f"{max(np.abs(logits[p, block] - base).max() for p in differ):.3g}"
+    if weights != "f32":  # q8_0: the same arithmetic one token at a time and in blocks
+        assert np.array_equal(logits["native", 1], logits["native", 128])
+
+
 # ---- end to end ----------------------------------------------------------------------------
 
 Q8_BOUND = 0.05
@@ -192,3 +213,12 @@ def test_greedy_identical_across_paths_and_threads(weights: str) -> None:
         for threads in threads_for(path):
             outs[path, threads] = c_generate(binary("run", path), m[weights], prompt, 48, 0.0, 0, 1.0, 1, threads)
     assert len(set(outs.values())) == 1, {k: v[:40] for k, v in outs.items()}
+
+
+@pytest.mark.parametrize("weights", ["f32", "q8"])
+def test_shipped_model_greedy_identical_across_paths(weights: str) -> None:
+    model = REPO / "models" / "kjv.bin" if weights == "f32" else shipped_q8()
+    outs = {path: c_generate(binary("run", path), model, b"And God said", 64, 0.0, 0, 1.0, 1)
+            for path in PATHS}
+    print(outs["native"].decode(errors="replace"))
+    assert len(set(outs.values())) == 1, {k: v[:60] for k, v in outs.items()}
