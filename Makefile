@@ -88,7 +88,7 @@ model: deps $(BIN)
 
 tests/build/bandwidth: tests/bench/bandwidth.c
 	@mkdir -p tests/build
-	$(CC) -O2 -march=native -fopenmp -o $@ $<
+	$(CC) -O3 -march=native -fopenmp -o $@ $<
 
 # speed against the memory-bandwidth ceiling, and the tokenizer against npm tiktoken
 bench: deps $(BIN) tests/build/bandwidth $(PATH_BUILDS)

@@ -736,8 +736,105 @@ static uint32_t start_token(Transformer *t) {
     return id;
 }
 
+/* ---------------------------------------------------------------------------------------
+ * Threads on a shared machine. A decode step is about 50 short matrix products, and each
+ * ends when its slowest thread does: when another program keeps a core busy, the thread that
+ * shares that core is now and then descheduled for a whole time slice and the team waits (on
+ * 2 cores with one busy program, 2 threads decode at half the speed of 1). So decode, unless
+ * --threads was given, measures itself as it goes. It keeps a smoothed time per token for the
+ * team size in use (the mean of about the last 16 tokens, so that the rare long waits count)
+ * and now and then tries another size for TRIAL_TOKENS tokens: the first, which warms up after
+ * the change, is not counted, and a trial that is clearly slower ends early. A smaller team
+ * that was faster takes over; a larger one only when it was 10% faster (a margin against a
+ * lucky trial: fewer threads leave more of the machine to the others). The first trial comes
+ * at the 4th token, the next 16 tokens later, then 4 times further apart each time the choice
+ * holds (at most 256), and 16 apart again after a change. Team sizes are all threads, half, a
+ * quarter ... one. Only the speed depends on the team size, never the numbers (kernels.h). */
+#define TEAM_SIZES 8
+#define TRIAL_TOKENS 3
+#define FIRST_TRIAL 4
+#define FIRST_INTERVAL 16
+#define LAST_INTERVAL 256
+typedef struct {
+    int size[TEAM_SIZES], n_sizes; /* candidate team sizes, largest first */
+    int current;                   /* index of the size in use */
+    double seconds;                /* its smoothed seconds per token; 0 = not measured yet */
+    int trying;                    /* index of the size on trial, or -1 */
+    double trial_seconds;          /* the trial's tokens so far: their seconds, their count */
+    int trial_tokens;
+    int next_try;                  /* the trials go round the other sizes */
+    int interval, countdown;       /* tokens between trials, and until the next one */
+} ThreadChoice;
+
+static void thread_choice_init(ThreadChoice *tc, int threads) {
+    memset(tc, 0, sizeof *tc);
+    for (int n = threads; n >= 1 && tc->n_sizes < TEAM_SIZES; n /= 2) tc->size[tc->n_sizes++] = n;
+    tc->size[tc->n_sizes - 1] = 1;
+    tc->trying = -1;
+    tc->interval = FIRST_INTERVAL;
+    tc->countdown = FIRST_TRIAL;
+}
+
+/* The team size for the next token. */
+static int thread_choice_next(ThreadChoice *tc) {
+    if (tc->trying < 0 && tc->n_sizes > 1 && --tc->countdown <= 0) {
+        tc->next_try = (tc->next_try + 1) % tc->n_sizes;
+        if (tc->next_try == tc->current) tc->next_try = (tc->next_try + 1) % tc->n_sizes;
+        tc->trying = tc->next_try;
+        tc->trial_seconds = 0;
+        tc->trial_tokens = 0;
+    }
+    return tc->size[tc->trying >= 0 ? tc->trying : tc->current];
+}
+
+/* How long that token took. */
+static void thread_choice_record(ThreadChoice *tc, double seconds) {
+    if (tc->trying < 0) {
+        tc->seconds = tc->seconds > 0 ? (15 * tc->seconds + seconds) / 16 : seconds;
+        return;
+    }
+    if (++tc->trial_tokens == 1) return; /* the first token after a change warms up: not counted */
+    tc->trial_seconds += seconds;
+    double trial = tc->trial_seconds / (tc->trial_tokens - 1);
+    int clearly_slower = trial > 1.25 * tc->seconds; /* no need to go on */
+    if (tc->trial_tokens < TRIAL_TOKENS && !clearly_slower) return;
+    int smaller = tc->size[tc->trying] < tc->size[tc->current];
+    if (trial < (smaller ? 1.0 : 0.9) * tc->seconds) {
+        tc->current = tc->trying;
+        tc->seconds = trial;
+        tc->interval = FIRST_INTERVAL;
+    } else if (tc->interval < LAST_INTERVAL) {
+        tc->interval *= 4;
+    }
+    tc->trying = -1;
+    tc->countdown = tc->interval;
+}
+
+static int thread_count(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+static void set_team_size(int n) {
+#ifdef _OPENMP
+    omp_set_num_threads(n);
+#else
+    (void)n;
+#endif
+}
+
+/* What generate() is asked for besides the prompt. */
+typedef struct {
+    long max_new;      /* tokens to generate at most */
+    int ignore_eos;    /* go on past end-of-text */
+    int adapt_threads; /* choose the team size per token (ThreadChoice); else keep it */
+} GenerateOptions;
+
 static void generate(Transformer *t, Sampler *sampler, const uint8_t *prompt, size_t prompt_len,
-                     long max_new, int ignore_eos) {
+                     const GenerateOptions *g) {
     const Config *c = &t->config;
     long n_prompt;
     uint32_t *tokens = encode_or_die(t, prompt, prompt_len, &n_prompt);
@@ -760,14 +857,16 @@ static void generate(Transformer *t, Sampler *sampler, const uint8_t *prompt, si
     float *logits = prefill(t, tokens, n_prompt);
     double t1 = now_seconds();
 
-    long n_generated = 0, pos = n_prompt;
+    ThreadChoice threads;
+    thread_choice_init(&threads, g->adapt_threads ? thread_count() : 1);
+    long n_generated = 0, pos = n_prompt, max_new = g->max_new;
     while (n_generated < max_new) {
         if (pos >= c->n_ctx) {
             fprintf(stderr, "note: stopped at the model's context length of %d tokens\n", c->n_ctx);
             break;
         }
         int next = sample(sampler, logits, c->vocab_size);
-        if (next == t->tokenizer.eot_id && !ignore_eos) break;
+        if (next == t->tokenizer.eot_id && !g->ignore_eos) break;
         size_t len;
         const uint8_t *bytes = tokenizer_token(&t->tokenizer, (uint32_t)next, &len);
         output_bytes(&out, bytes, len);
@@ -775,14 +874,18 @@ static void generate(Transformer *t, Sampler *sampler, const uint8_t *prompt, si
         /* feed the token back only when another one will be sampled after it */
         if (n_generated < max_new && pos + 1 < c->n_ctx) {
             uint32_t token = (uint32_t)next;
+            if (g->adapt_threads) set_team_size(thread_choice_next(&threads));
+            double step = now_seconds();
             logits = forward(t, &token, 1, (int)pos, 0);
+            if (g->adapt_threads) thread_choice_record(&threads, now_seconds() - step);
         }
         pos++;
     }
     output_finish(&out);
+    if (g->adapt_threads) set_team_size(threads.size[0]);
     double t2 = now_seconds();
-    fprintf(stderr, "timing: prompt %ld tokens %.2f tok/s, generated %ld tokens %.2f tok/s\n",
-            n_prompt, t1 > t0 ? n_prompt / (t1 - t0) : 0.0, n_generated,
+    fprintf(stderr, "timing: load %.3f s, prompt %ld tokens %.2f tok/s, generated %ld tokens %.2f tok/s\n",
+            t->load_seconds, n_prompt, t1 > t0 ? n_prompt / (t1 - t0) : 0.0, n_generated,
             t2 > t1 ? n_generated / (t2 - t1) : 0.0);
     free(tokens);
 }
@@ -938,14 +1041,6 @@ static void print_tokens(Transformer *t, const uint8_t *text, size_t len, int id
     free(ids);
 }
 
-static int thread_count(void) {
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
-
 static void print_info(const Transformer *t, const char *path) {
     const Config *c = &t->config;
     const FileHeader *h = t->header;
@@ -989,7 +1084,8 @@ static void usage(FILE *f) {
         "  -k, --top-k K             keep the K most likely tokens, 0 = off (default 0)\n"
         "  -p, --top-p P             nucleus sampling, 1.0 = off (default 0.9)\n"
         "  -s, --seed S              RNG seed (default: from the clock); echoed on stderr\n"
-        "      --threads N           worker threads (default: all cores)\n"
+        "      --threads N           worker threads (default: the CPUs this process may use,\n"
+        "                            fewer while generating if that is faster: a busy machine)\n"
         "      --block N             prompt tokens per forward pass (default 128; 1 = one at a\n"
         "                            time, as generation does)\n"
         "      --ignore-eos          keep generating past the end-of-text token\n"
@@ -1159,7 +1255,8 @@ int main(int argc, char **argv) {
         if (!build_sampler(&sampler, transformer.config.vocab_size, o.temperature, (int)o.top_k,
                            o.top_p, seed))
             die("out of memory for the sampler");
-        generate(&transformer, &sampler, text, text_len, o.max_new, o.ignore_eos);
+        GenerateOptions g = {o.max_new, o.ignore_eos, o.threads == 0};
+        generate(&transformer, &sampler, text, text_len, &g);
         free_sampler(&sampler);
     }
     free_transformer(&transformer);

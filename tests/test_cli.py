@@ -37,7 +37,7 @@ def test_stdout_is_prompt_then_generation_and_stderr_has_seed_and_timing() -> No
     assert agrees, what
     err = r.stderr.decode().splitlines()
     assert "seed: 7" in err
-    assert re.fullmatch(r"timing: prompt 12 tokens [0-9.]+ tok/s, generated 20 tokens [0-9.]+ tok/s", err[-1])
+    assert re.fullmatch(r"timing: load [0-9.]+ s, prompt 12 tokens [0-9.]+ tok/s, generated 20 tokens [0-9.]+ tok/s", err[-1])
 
 
 def test_no_prompt_starts_from_end_of_text_which_is_not_printed() -> None:

@@ -336,7 +336,60 @@ static void check_attention_bits(int pos, int nq, int hs) {
     free_attention_case(&a);
 }
 
+/* The team-size choice of decode (run.c's ThreadChoice) on a made-up machine whose time per
+ * token for each team size is given: ms[k] for team size k (k = 1, 2, 4, 8), from token
+ * `change` on ms_after. Returns the team size in use at the end; *tokens_with[k] counts the
+ * tokens run with size k. */
+static int simulate_team_choice(int threads, int tokens, const double *ms, int change, const double *ms_after,
+                                int tokens_with[9]) {
+    ThreadChoice tc;
+    thread_choice_init(&tc, threads);
+    memset(tokens_with, 0, 9 * sizeof(int));
+    for (int i = 0; i < tokens; i++) {
+        int size = thread_choice_next(&tc);
+        tokens_with[size]++;
+        thread_choice_record(&tc, 1e-3 * (i < change ? ms : ms_after)[size]);
+    }
+    return tc.size[tc.current];
+}
+
+static void check_team_choice(void) {
+    int with[9], end;
+    /* idle 2 cores: 2 threads 6 ms a token, 1 thread 10 ms. Trials of 1 thread: a warm-up
+     * token and one measured token each (10 ms is clearly slower: the trial ends), starting at
+     * tokens 3, 68 (64 after the last trial's end), then 256 after: 325, 582, 839. So 2 trials
+     * in 128 tokens, 5 in 1,000. */
+    double idle[9] = {0, 10, 6}, loaded[9] = {0, 10, 20};
+    end = simulate_team_choice(2, 128, idle, 1 << 30, idle, with);
+    expect_near("idle: team of 2 kept", end, 2, 0);
+    expect_near("idle: tokens tried with 1 thread in 128", with[1], 4, 0);
+    simulate_team_choice(2, 1000, idle, 1 << 30, idle, with);
+    expect_near("idle: tokens tried with 1 thread in 1000", with[1], 2 * 5, 0);
+    /* one busy program beside us: 2 threads 20 ms, 1 thread 10 ms. Tokens 0-2 with 2 threads;
+     * the trial at tokens 3-5 switches to 1 thread; then trials of 2 threads (2 tokens each)
+     * start 16, 64, then 256 tokens after the last: at 21, 86, 343, 599, 855. */
+    end = simulate_team_choice(2, 1000, loaded, 1 << 30, loaded, with);
+    expect_near("loaded: team of 1 chosen", end, 1, 0);
+    expect_near("loaded: tokens with 2 threads in 1000", with[2], 3 + 2 * 5, 0);
+    /* the load comes at token 300 and goes at 700: the choice follows (trials at most 256 +
+     * 3 tokens apart) */
+    ThreadChoice tc;
+    thread_choice_init(&tc, 2);
+    for (int i = 0; i < 1000; i++) {
+        int size = thread_choice_next(&tc);
+        thread_choice_record(&tc, 1e-3 * (i < 300 || i >= 700 ? idle : loaded)[size]);
+        if (i == 699) expect_near("load present: 1 thread at token 699", tc.size[tc.current], 1, 0);
+    }
+    expect_near("load gone: 2 threads again by token 1000", tc.size[tc.current], 2, 0);
+    /* 8 threads where 4 is best (half the machine busy): sizes 8, 4, 2, 1 tried in turn */
+    double half[9] = {0, 40, 21, 0, 12, 0, 0, 0, 30};
+    end = simulate_team_choice(8, 1000, half, 1 << 30, half, with);
+    expect_near("8 threads, 4 best: team of 4 chosen", end, 4, 0);
+}
+
 int main(void) {
+    check_team_choice();
+
     /* softmax([4.0, -1.0, 2.1]) = exp(x) / sum exp(x): 54.598, 0.368, 8.166 over 63.132 */
     float a[3] = {4.0f, -1.0f, 2.1f};
     softmax(a, 3);

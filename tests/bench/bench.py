@@ -1,16 +1,28 @@
 """`make bench`: speed of run.c against this machine's memory bandwidth, and of the tokenizer
 against the npm package tiktoken. Run it on an idle machine.
 
-usage: bench.py [--runs N] [--skip-models] [--skip-paths] [--skip-tokenizer]
+usage: bench.py [--runs N] [--shapes 124M,medium,large] [--skip-models] [--skip-load]
+                [--skip-cold] [--skip-paths] [--skip-tokenizer]
 
-Models: a GPT-2 124M-shaped model (12 layers, 12 heads, width 768, context 1024, GPT-2's
-vocabulary of 50257) with random weights, written through export/export.py as f32 and q8_0
-(cached in tests/bench/out), and the shipped models/kjv.bin. For 1 and 2 threads: prefill
-tok/s for a 128-token prompt and decode tok/s for 128 greedy tokens, from run's own `timing:`
-line, median of --runs runs; the read bandwidth measured in the same run (tests/bench/
-bandwidth.c); and decode as a fraction of its ceiling = bandwidth / weight bytes read per
-token (every matrix, the output head's real rows, the vectors; not the embedding table, of
-which a token reads one row).
+CPU: the model name, vector extensions and last-level cache, from lscpu.
+
+Models: GPT-2-shaped models with random weights (GPT-2's vocabulary of 50257, context 1024):
+124M (12 layers, 12 heads, width 768), medium (24, 16, 1024) and large (36, 20, 1280), each
+written through export/export.py as f32 and q8_0 (cached in tests/bench/out), and the shipped
+models/kjv.bin. For 1 and 2 threads: prefill tok/s for a 128-token prompt and decode tok/s for
+128 greedy tokens, from run's own `timing:` line, median of --runs runs (with the spread, half
+of max - min); the ceiling: the read bandwidth of a buffer as large as the weight bytes one
+decode step reads (tests/bench/bandwidth.c THREADS BYTES: every matrix, the output head's real
+rows, the vectors; not the embedding table, of which a token reads one row), divided by those
+bytes. A buffer of that size sits in the last-level cache exactly when the model would.
+
+Loaded machine: decode of the 124M q8_0 shape while one other process keeps a core busy
+(`sh -c 'while :; do :; done'`), with the default threads and with --threads 1; and idle, the
+default against --threads set to every CPU (what the default's trials of other team sizes cost).
+
+Cold start: the 124M f32 model's pages dropped from the page cache (posix_fadvise DONTNEED,
+what the kernel does to files not touched for a while), then a run, then a warm run: load
+seconds and prefill tok/s of each.
 
 Builds: prefill of the 124M shape, f32 and q8_0, 2 threads, with each instruction-set path's
 build (tests/build/run-PATH, made by `make test`): what a CPU without AVX-512 or AMX gets.
@@ -23,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import struct
@@ -44,8 +57,17 @@ def sh(*args, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([str(a) for a in args], capture_output=True, **kw)
 
 
-def gpt2_124m() -> dict[str, Path]:
-    files = {"f32": OUT / "gpt2_124m_f32.bin", "q8_0": OUT / "gpt2_124m_q8_0.bin"}
+SHAPES = {  # name: (layers, heads, width)
+    "124M": (12, 12, 768),
+    "medium": (24, 16, 1024),
+    "large": (36, 20, 1280),
+}
+
+
+def gpt2_shape(name: str) -> dict[str, Path]:
+    """The f32 and q8_0 files of a GPT-2-shaped model with random weights, made once."""
+    tag = "124m" if name == "124M" else name
+    files = {"f32": OUT / f"gpt2_{tag}_f32.bin", "q8_0": OUT / f"gpt2_{tag}_q8_0.bin"}
     if all(f.exists() for f in files.values()):
         return files
     import torch
@@ -54,9 +76,10 @@ def gpt2_124m() -> dict[str, Path]:
     from model import GPT, GPTConfig
     torch.set_num_threads(2)
     OUT.mkdir(exist_ok=True)
-    cfg = GPTConfig(n_layer=12, n_head=12, n_embd=768, n_hidden=3072, n_ctx=1024, vocab_size=50257,
-                    vocab_padded=50257, gelu="tanh", bias=True, tied_head=True)
-    ckpt = OUT / "gpt2_124m.pt"
+    layers, heads, width = SHAPES[name]
+    cfg = GPTConfig(n_layer=layers, n_head=heads, n_embd=width, n_hidden=4 * width, n_ctx=1024,
+                    vocab_size=50257, vocab_padded=50257, gelu="tanh", bias=True, tied_head=True)
+    ckpt = OUT / f"gpt2_{tag}.pt"
     save_checkpoint(ckpt, GPT(cfg).init_random(124, std=0.02), gpt2_tokenizer())
     for dtype, path in files.items():
         r = sh(PYTHON, REPO / "export" / "export.py", ckpt, path, "--dtype", dtype)
@@ -64,6 +87,10 @@ def gpt2_124m() -> dict[str, Path]:
             sys.exit(r.stderr.decode())
     ckpt.unlink()
     return files
+
+
+def gpt2_124m() -> dict[str, Path]:
+    return gpt2_shape("124M")
 
 
 def bytes_per_token(path: Path) -> int:
@@ -81,9 +108,42 @@ def bytes_per_token(path: Path) -> int:
     return head + rest
 
 
-def bandwidth(threads: int) -> float:
-    r = sh(REPO / "tests" / "build" / "bandwidth", threads)
+def cache_bytes_per_token(path: Path, prompt: int = 128, generated: int = 128) -> int:
+    """Key/value cache bytes one decode step reads, averaged over the decode of the bench:
+    position p reads the keys and values of positions 0..p (float32, every layer), and decode
+    runs forward() at positions prompt .. prompt + generated - 2."""
+    raw = path.open("rb").read(64)
+    n_layer, _, n_embd = struct.unpack_from("<III", raw, 12)
+    positions = range(prompt, prompt + generated - 1)
+    mean_keys = sum(p + 1 for p in positions) / len(positions)
+    return int(n_layer * 2 * n_embd * 4 * mean_keys)
+
+
+def bandwidth(threads: int, size: int = 1 << 30) -> float:
+    """GB/s reading a buffer of size bytes with this many threads (best of several passes)."""
+    r = sh(REPO / "tests" / "build" / "bandwidth", threads, size)
+    if r.returncode:
+        sys.exit(f"bandwidth failed: {r.stderr.decode()}")
     return float(r.stdout)
+
+
+def cpu_line() -> str:
+    """This CPU as lscpu names it, with what matters to the kernels."""
+    info = {}
+    for line in sh("lscpu").stdout.decode().splitlines():
+        key, _, value = line.partition(":")
+        info[key.strip()] = value.strip()
+    flags = set(info.get("Flags", "").split())
+    has = [name for f, name in (("avx2", "AVX2"), ("avx512f", "AVX-512"), ("avx512_vnni", "AVX512-VNNI"),
+                                ("avx_vnni", "AVX-VNNI"), ("amx_int8", "AMX"), ("asimddp", "NEON dotprod"))
+           if f in flags]
+    return (f"CPU: {info.get('Model name', '?')} (family {info.get('CPU family', '?')}, model "
+            f"{info.get('Model', '?')}), {info.get('CPU(s)', '?')} CPUs, {', '.join(has) or 'no vector extensions named'}; "
+            f"L2 {info.get('L2 cache', '?')}, L3 {info.get('L3 cache', '?')}")
+
+
+def spread(values: list[float]) -> float:
+    return (max(values) - min(values)) / 2
 
 
 def prompt_of(model: Path, n: int) -> Path:
@@ -102,43 +162,119 @@ def prompt_of(model: Path, n: int) -> Path:
     return f
 
 
-TIMING = re.compile(r"timing: prompt (\d+) tokens ([0-9.]+) tok/s, generated (\d+) tokens ([0-9.]+) tok/s")
+TIMING = re.compile(r"timing: load [0-9.]+ s, prompt (\d+) tokens ([0-9.]+) tok/s, generated (\d+) tokens ([0-9.]+) tok/s")
 
 
-def speed(model: Path, prompt: Path, threads: int, runs: int) -> tuple[float, float]:
+def run_once(model: Path, prompt: Path, *flags) -> tuple[float, float, float]:
+    """(load seconds, prefill tok/s, decode tok/s) of one run: 128 greedy tokens after prompt."""
+    r = sh(RUN, model, "-f", prompt, "-n", 128, "-t", 0, "--ignore-eos", "-s", 1, *flags)
+    m = TIMING.search(r.stderr.decode())
+    if r.returncode or not m or int(m[3]) != 128:
+        sys.exit(f"run failed: {r.stderr.decode()}")
+    return float(m[0].split()[2]), float(m[2]), float(m[4])
+
+
+def speed(model: Path, prompt: Path, threads: int, runs: int) -> tuple[list[float], list[float]]:
     prefill, decode = [], []
     for _ in range(runs):
-        r = sh(RUN, model, "-f", prompt, "-n", 128, "-t", 0, "--ignore-eos", "--threads", threads, "-s", 1)
-        m = TIMING.search(r.stderr.decode())
-        if r.returncode or not m or int(m[3]) != 128:
-            sys.exit(f"run failed: {r.stderr.decode()}")
-        prefill.append(float(m[2]))
-        decode.append(float(m[4]))
-    return statistics.median(prefill), statistics.median(decode)
+        _, pre, dec = run_once(model, prompt, "--threads", threads)
+        prefill.append(pre)
+        decode.append(dec)
+    return prefill, decode
 
 
-def models_table(runs: int) -> None:
-    files = gpt2_124m()
-    rows = [("GPT-2 124M shape", "f32", files["f32"]), ("GPT-2 124M shape", "q8_0", files["q8_0"])]
+def models_table(runs: int, shapes: list[str]) -> None:
+    rows = []
+    for shape in shapes:
+        files = gpt2_shape(shape)
+        rows += [(f"GPT-2 {shape} shape", "f32", files["f32"]), (f"GPT-2 {shape} shape", "q8_0", files["q8_0"])]
     shipped = REPO / "models" / "kjv.bin"
     if shipped.exists():
         rows.append(("shipped kjv.bin", "f32", shipped))
-    bw = {t: bandwidth(t) for t in (1, 2)}
-    print(f"read bandwidth: {bw[1]:.1f} GB/s with 1 thread, {bw[2]:.1f} GB/s with 2 "
-          f"(tests/bench/bandwidth.c); median of {runs} runs each")
-    info = sh(RUN, files["f32"], "--info").stdout.decode()
+    print(cpu_line())
+    info = sh(RUN, rows[0][2], "--info").stdout.decode()
     print(next(line for line in info.splitlines() if line.startswith("kernels:")))
+    print(f"read bandwidth of 1 GiB (DRAM): {bandwidth(1):.1f} GB/s with 1 thread, {bandwidth(2):.1f} GB/s with 2 "
+          "(tests/build/bandwidth)")
+    print(f"median of {runs} runs (± half the spread); ceiling = read bandwidth of a buffer as large as the "
+          "weight bytes a decode step reads, divided by those bytes; the last column also counts the "
+          "key/value cache a step reads (positions 128-255 attend to 129-255 earlier ones)")
     print()
-    print("| model | weights | threads | prefill tok/s (128) | decode tok/s (128) | ceiling tok/s | decode / ceiling |")
-    print("|---|---|---|---|---|---|---|")
+    print("| model | weights | weight MB per token | threads | prefill tok/s (128) | decode tok/s (128) "
+          "| read GB/s at that size | ceiling tok/s | decode / ceiling | with the cache's MB |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name, dtype, path in rows:
         per_token = bytes_per_token(path)
         prompt = prompt_of(path, 128)
         for threads in (1, 2):
             pre, dec = speed(path, prompt, threads, runs)
-            ceiling = bw[threads] * 1e9 / per_token
-            print(f"| {name} | {dtype} | {threads} | {pre:.0f} | {dec:.1f} | {ceiling:.1f} | {dec / ceiling:.0%} |",
-                  flush=True)
+            bw = bandwidth(threads, per_token)
+            ceiling = bw * 1e9 / per_token
+            d = statistics.median(dec)
+            cache = cache_bytes_per_token(path)
+            with_cache = d / (bw * 1e9 / (per_token + cache))
+            print(f"| {name} | {dtype} | {per_token / 1e6:.0f} | {threads} | {statistics.median(pre):.0f} ± "
+                  f"{spread(pre):.0f} | {d:.1f} ± {spread(dec):.1f} | {bw:.1f} | {ceiling:.1f} | {d / ceiling:.0%} "
+                  f"| {with_cache:.0%} (+{cache / 1e6:.0f}) |", flush=True)
+
+
+def load_table(runs: int) -> None:
+    """Decode of the 124M q8_0 shape on a busy machine and on an idle one."""
+    files = gpt2_124m()
+    prompt = prompt_of(files["q8_0"], 128)
+    cpus = len(os.sched_getaffinity(0))
+    print()
+    print(f"Decode tok/s of the 124M q8_0 shape, median of {runs} alternating runs (± half the spread):")
+    print("| machine | default threads | fixed threads | default / fixed |")
+    print("|---|---|---|---|")
+    for loaded, fixed in ((True, 1), (False, cpus)):
+        busy = subprocess.Popen(["sh", "-c", "while :; do :; done"]) if loaded else None
+        try:
+            default, pinned = [], []
+            for _ in range(runs):
+                default.append(run_once(files["q8_0"], prompt)[2])
+                pinned.append(run_once(files["q8_0"], prompt, "--threads", fixed)[2])
+        finally:
+            if busy:
+                busy.kill()
+                busy.wait()
+        a, b = statistics.median(default), statistics.median(pinned)
+        what = "one busy process beside it" if loaded else "idle"
+        print(f"| {what} | {a:.1f} ± {spread(default):.1f} | {b:.1f} ± {spread(pinned):.1f} (--threads {fixed}) "
+              f"| {a / b:.0%} |", flush=True)
+
+
+def drop_from_page_cache(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def cold_table(runs: int) -> None:
+    """The first run after the model's pages left the page cache, against the next (warm) run."""
+    files = gpt2_124m()
+    model = files["f32"]
+    prompt = prompt_of(model, 128)
+    cold, warm = [], []
+    for _ in range(runs):
+        drop_from_page_cache(model)
+        cold.append(run_once(model, prompt))
+        warm.append(run_once(model, prompt))
+    print()
+    print(f"Cold start, 124M f32 shape ({model.stat().st_size / 1e6:.0f} MB file), its pages dropped from "
+          f"the page cache before each cold run; median of {runs} pairs (± half the spread):")
+    print("| run | load s | prefill tok/s (128) |")
+    print("|---|---|---|")
+    for name, rows in (("cold", cold), ("warm", warm)):
+        load = [r[0] for r in rows]
+        pre = [r[1] for r in rows]
+        print(f"| {name} | {statistics.median(load):.3f} ± {spread(load):.3f} | {statistics.median(pre):.0f} ± "
+              f"{spread(pre):.0f} |")
+    ratio = statistics.median(c[1] / w[1] for c, w in zip(cold, warm))
+    print(f"cold prefill / warm prefill, median over the pairs: {ratio:.0%}")
 
 
 def paths_table(runs: int) -> None:
@@ -227,12 +363,24 @@ def tokenizer_table(runs: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--shapes", default="124M,medium,large",
+                    help="GPT-2 shapes for the models table, comma-separated (124M, medium, large)")
     ap.add_argument("--skip-models", action="store_true")
+    ap.add_argument("--skip-load", action="store_true")
+    ap.add_argument("--skip-cold", action="store_true")
     ap.add_argument("--skip-tokenizer", action="store_true")
     ap.add_argument("--skip-paths", action="store_true")
     args = ap.parse_args()
+    shapes = [x for x in args.shapes.split(",") if x]
+    unknown = [x for x in shapes if x not in SHAPES]
+    if unknown:
+        ap.error(f"unknown shape {unknown[0]!r}: choose from {', '.join(SHAPES)}")
     if not args.skip_models:
-        models_table(args.runs)
+        models_table(args.runs, shapes)
+    if not args.skip_load:
+        load_table(args.runs)
+    if not args.skip_cold:
+        cold_table(args.runs)
     if not args.skip_paths:
         paths_table(args.runs)
     if not args.skip_tokenizer:
