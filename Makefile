@@ -94,14 +94,15 @@ tests/build/bandwidth: tests/bench/bandwidth.c
 bench: deps $(BIN) tests/build/bandwidth $(PATH_BUILDS)
 	$(PYTHON) tests/bench/bench.py --runs 5
 
+# stdin is /dev/null: run reads a prompt from stdin when it is not a terminal
 test: deps $(BIN) $(PATH_BUILDS)
-	$(PYTHON) -m pytest -q -p no:cacheprovider tests
+	$(PYTHON) -m pytest -q -p no:cacheprovider tests < /dev/null
 
 # The decoder's parity tests once per instruction-set path this machine runs (tests/paths.py
 # names the ones it skips and why; the ARM paths run emulated, slowly).
 test-paths: deps $(PATH_BUILDS)
 	for p in $$($(PYTHON) tests/paths.py); do echo "== path $$p"; RUN_BINARY=$(CURDIR)/tests/build/run-$$p \
-	    $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_parity.py || exit 1; done
+	    $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_parity.py < /dev/null || exit 1; done
 
 # The whole suite against an AddressSanitizer + UndefinedBehaviorSanitizer build of run.
 # Leak checking is off for the suite (error paths exit without freeing on purpose) and on for
@@ -115,8 +116,9 @@ tests/build/test_kernels-asan: tests/test_kernels.c $(SOURCES) $(HEADERS)
 	$(CC) $(SANITIZE) $(WARN) -Wno-unused-function -o $@ tests/test_kernels.c tokenizer.c -lm
 sanitize: deps run-asan tests/build/test_kernels-asan $(PATH_BUILDS)
 	tests/build/test_kernels-asan > /dev/null
-	ASAN_OPTIONS=detect_leaks=0 RUN_BINARY=$(CURDIR)/run-asan $(PYTHON) -m pytest -q -p no:cacheprovider tests
-	ASAN_OPTIONS=detect_leaks=1 ./run-asan tests/tmp/parity_gpt2.bin -i "And God said" -n 16 -s 1 > /dev/null
+	ASAN_OPTIONS=detect_leaks=0 RUN_BINARY=$(CURDIR)/run-asan $(PYTHON) -m pytest -q -p no:cacheprovider tests < /dev/null
+	ASAN_OPTIONS=detect_leaks=1 ./run-asan tests/tmp/parity_gpt2.bin -i "And God said" -n 16 -s 1 --stop xyz \
+	    --repeat-penalty 1.2 > /dev/null
 
 # libFuzzer targets (clang) for the loader and the tokenizer; FUZZ_SECONDS each.
 CLANG ?= clang

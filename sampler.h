@@ -7,6 +7,10 @@
  *     state ^= state >> 27; output = state * 0x2545F4914F6CDD1D (mod 2^64).
  *     Seeding: state = seed + 0x9E3779B97F4A7C15 (mod 2^64), or 1 if that is 0.
  *     uniform() = (output >> 11) * 2^-53, in [0, 1).
+ *   repetition penalty R (R = 1: off), as Hugging Face's RepetitionPenaltyLogitsProcessor
+ *     defines it, before anything else: every distinct id among the last N tokens of the
+ *     sequence (prompt and generated) gets its logit, in float32, divided by R when positive
+ *     and multiplied by R otherwise (with R rounded to float32 first).
  *   temperature 0: the argmax (lowest id on ties); no random number is drawn.
  *   otherwise, in double precision:
  *     1. p_i = exp(z_i - max z) / sum_j exp(z_j - max z), z = logits / temperature, for the
@@ -37,6 +41,7 @@ typedef struct {
     double *probs;   /* (vocab_size) */
     double *scratch; /* (vocab_size) for finding the k-th largest probability */
     int *candidates; /* (vocab_size) ids, sorted by probability */
+    uint8_t *seen;   /* (vocab_size) ids the repetition penalty has already met, all 0 between calls */
 } Sampler;
 
 static uint64_t rng_next(uint64_t *state) {
@@ -61,13 +66,29 @@ static int build_sampler(Sampler *s, int vocab_size, double temperature, int top
     s->probs = malloc((size_t)vocab_size * sizeof(double));
     s->scratch = malloc((size_t)vocab_size * sizeof(double));
     s->candidates = malloc((size_t)vocab_size * sizeof(int));
-    return s->probs && s->scratch && s->candidates;
+    s->seen = calloc((size_t)vocab_size, 1);
+    return s->probs && s->scratch && s->candidates && s->seen;
 }
 
 static void free_sampler(Sampler *s) {
     free(s->probs);
     free(s->scratch);
     free(s->candidates);
+    free(s->seen);
+}
+
+/* The repetition penalty on logits (n = the real vocabulary) for the n_recent tokens before
+ * the one being sampled; each distinct id once. */
+static void repeat_penalty(Sampler *s, float *logits, int n, const uint32_t *recent, long n_recent,
+                           double penalty) {
+    float r = (float)penalty;
+    for (long i = 0; i < n_recent; i++) {
+        uint32_t id = recent[i];
+        if (id >= (uint32_t)n || s->seen[id]) continue;
+        s->seen[id] = 1;
+        logits[id] = logits[id] > 0.0f ? logits[id] / r : logits[id] * r;
+    }
+    for (long i = 0; i < n_recent; i++) if (recent[i] < (uint32_t)n) s->seen[recent[i]] = 0;
 }
 
 static int argmax(const float *x, int n) {

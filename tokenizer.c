@@ -1,6 +1,6 @@
 /* tokenizer.c: byte-level BPE (GPT-2 and cl100k_base styles) and character vocabularies.
  *
- * Encoding, exactly as OpenAI's tiktoken does it in its ordinary mode (SPEC section 4):
+ * Encoding, exactly as OpenAI's tiktoken does it in its ordinary mode (README.md, "Tokenizer"):
  *   1. pre-tokenize: split the text into pieces with the vocabulary's pattern, implemented by
  *      hand below (no regex library), with Unicode's letter, number and White_Space classes
  *      (unicode_tables.h, Unicode 16.0 like tiktoken):

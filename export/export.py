@@ -2,7 +2,7 @@
 
 usage: export.py SOURCE OUT.bin [--dtype f32] [--gpt2-vocab DIR]
 
-SOURCE is any of (SPEC section 3; compare.py also takes a weight file written by this script):
+SOURCE is any of (compare.py also takes a weight file written by this script):
   1. a checkpoint written by export/train.py (or model.save_checkpoint);
   2. a nanoGPT ckpt.pt (dict with model_args and model; `_orig_mod.` key prefixes allowed),
      with its character vocabulary from a meta.pkl beside it, else GPT-2's BPE;

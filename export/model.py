@@ -1,5 +1,5 @@
-"""The PyTorch reference GPT: every switch of the weight file (SPEC section 2), and a
-`generate` that uses exactly run.c's sampler and random generator (SPEC section 1.3).
+"""The PyTorch reference GPT: every switch of the weight file (model.h's header), and a
+`generate` that uses exactly run.c's sampler and random generator (sampler.h).
 
 Reads nothing and writes nothing by itself; export.py, compare.py, train.py and the tests
 import it. Module names follow GPT-2 / nanoGPT (transformer.wte, h.N.attn.c_attn, ...), so
@@ -258,21 +258,38 @@ def sample(logits: np.ndarray, rng: Rng, temperature: float, top_k: int, top_p: 
 @torch.no_grad()
 def generate(model: GPT, prompt: list[int], max_new_tokens: int, temperature: float = 1.0,
              top_k: int = 0, top_p: float = 0.9, seed: int = 0, eot_id: int = -1,
-             ignore_eos: bool = False) -> list[int]:
+             ignore_eos: bool = False, keep: int | None = None, repeat_penalty: float = 1.0,
+             repeat_last: int = 64, trace: list | None = None) -> list[int]:
     """Tokens run.c generates after `prompt` (which must be non-empty: run.c starts an empty
-    prompt from the end-of-text token). Stops at eot_id (not returned), at max_new_tokens, or
-    when the sequence fills the context."""
+    prompt from the end-of-text token). Stops at eot_id (not returned) or at max_new_tokens.
+    The window of the sequence the model sees is run.c's key/value cache: a prompt longer than
+    the context keeps its last n_ctx tokens; when a new token would not fit, the window moves
+    to the last `keep` tokens before it (default n_ctx // 2) and the new token. The repetition
+    penalty (sampler.h) is applied to the float32 logits before sampling. With trace, the
+    logits each token was sampled from (after the penalty) are appended to it."""
     model.eval()
     rng = Rng(seed)
+    ctx = model.config.n_ctx
+    keep = ctx // 2 if keep is None else keep
     seq = list(prompt)
+    window = max(0, len(seq) - ctx)
     out: list[int] = []
-    while len(out) < max_new_tokens and len(seq) < model.config.n_ctx:
-        logits = model.head(model.hidden(torch.tensor([seq]))[0, -1]).numpy()
+    penalty = np.float32(repeat_penalty)
+    while len(out) < max_new_tokens:
+        logits = model.head(model.hidden(torch.tensor([seq[window:]]))[0, -1]).numpy().astype(np.float32)
+        if repeat_penalty != 1.0:
+            for t in set(seq[-repeat_last:]):
+                if t < len(logits):
+                    logits[t] = logits[t] / penalty if logits[t] > 0 else logits[t] * penalty
+        if trace is not None:
+            trace.append(logits)
         token = sample(logits, rng, temperature, top_k, top_p)
         if token == eot_id and not ignore_eos:
             break
         out.append(token)
         seq.append(token)
+        if len(seq) - window > ctx:  # the new token does not fit: move the window
+            window = len(seq) - 1 - keep
     return out
 
 

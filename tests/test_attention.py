@@ -1,4 +1,4 @@
-"""--attention (SPEC section 5): the page's embedded weights equal the reference model's
+"""--attention: the page's embedded weights equal the reference model's
 attention probabilities; the page is self-contained; headless Chromium (Debian's) draws
 layers x (heads + 1) heatmaps with the network cut off and shows a non-blank picture."""
 from __future__ import annotations

@@ -1,23 +1,31 @@
-"""The command line of SPEC section 1: stdout holds exactly prompt + generation, stderr the
-seed and the timing line, errors are one line with a non-zero exit."""
+"""The command line as README.md describes it: stdout holds exactly prompt + generation, stderr
+the seed and the timing line, errors are one line with a non-zero exit; generation past the
+context window, prompts from stdin, stop strings, the repetition penalty and --no-echo, each
+against the PyTorch reference's generate() or bytes computed here; refused combinations."""
 from __future__ import annotations
 
+import os
+import pty
 import re
 import subprocess
 
 import pytest
 
-from common import RUN, TEXT, TMP, GPTConfig, char_tokenizer, export, gpt2_tokenizer, random_model
+from common import REPO, RUN, TEXT, TMP, GPTConfig, char_tokenizer, export, gpt2_tokenizer, random_model
 from compare import generation_agrees
+from model import generate
 
 _models: dict[str, tuple] = {}
 
 
 def model(kind: str):
+    """Small models with a context of 64: "gpt2" and "char" (learned positions), "sinusoidal"
+    (a character vocabulary, sinusoidal positions)."""
     if kind not in _models:
         tok = gpt2_tokenizer() if kind == "gpt2" else char_tokenizer()
         n = len(tok.tokens)
-        cfg = GPTConfig(n_layer=1, n_head=2, n_embd=32, n_hidden=64, n_ctx=64, vocab_size=n, vocab_padded=n)
+        cfg = GPTConfig(n_layer=1, n_head=2, n_embd=32, n_hidden=64, n_ctx=64, vocab_size=n, vocab_padded=n,
+                        pos="sinusoidal" if kind == "sinusoidal" else "learned")
         m = random_model(cfg, seed=5)
         _models[kind] = (m, tok, export(m, tok, f"cli_{kind}"))
     return _models[kind]
@@ -63,12 +71,126 @@ def test_seed_from_clock_is_echoed() -> None:
     assert r.returncode == 0 and re.search(r"^seed: \d+$", r.stderr.decode(), re.M)
 
 
-def test_stops_at_context_with_a_note() -> None:
+# ---- past the context window ---------------------------------------------------------------
+
+@pytest.mark.parametrize("kind,keep,temperature", [
+    ("char", None, 0.0), ("char", None, 0.8), ("char", 0, 0.8), ("char", 63, 0.0),
+    ("sinusoidal", None, 0.0), ("sinusoidal", 10, 0.8), ("gpt2", None, 0.8), ("gpt2", 40, 0.0),
+])
+def test_generation_goes_past_the_context_as_the_reference_does(kind, keep, temperature) -> None:
+    """3 x the context of 64: the window moves (to the last `keep` tokens, default 32) as
+    model.py's generate() moves it, which recomputes every step from the tokens alone."""
+    m, tok, path = model(kind)
+    prompt = "And God said"
+    ids = [int(i) for i in run(path, "--tokenize", "--ids", "-i", prompt).stdout.split()]
+    extra = ["--keep", keep] if keep is not None else []
+    r = run(path, "-i", prompt, "-n", 192, "-t", temperature, "-k", 0, "-p", 1, "-s", 11, "--ignore-eos", *extra)
+    assert r.returncode == 0, r.stderr
+    assert "context" not in r.stderr.decode()  # no note: nothing stopped, no prompt dropped
+    out = r.stdout[len(prompt):]
+    options = {"keep": keep} if keep is not None else {}
+    agrees, what = generation_agrees(m, tok, ids, out, 192, temperature, 0, 1.0, 11, ignore_eos=True, **options)
+    assert agrees, what
+    assert len(tok.decode(generate(m, ids, 192, temperature, 0, 1.0, 11, ignore_eos=True, **options))) >= 192
+
+
+def test_a_prompt_longer_than_the_context_keeps_its_end() -> None:
     m, tok, path = model("char")
-    r = run(path, "-i", "And", "-n", "500", "-t", "0")
-    assert r.returncode == 0
-    assert len(r.stdout) == 64  # 3 prompt characters + 61 generated fill the context of 64
-    assert "context length of 64" in r.stderr.decode()
+    prompt = (TEXT * 2)[:150]  # 150 characters: the first 86 are dropped
+    r = run(path, "-i", prompt, "-n", 100, "-t", 0.8, "-k", 0, "-p", 1, "-s", 3)
+    assert r.returncode == 0, r.stderr
+    assert "the prompt is 150 tokens, longer than the context of 64: its first 86 tokens were dropped" \
+        in r.stderr.decode()
+    assert r.stdout.startswith(prompt.encode())  # stdout still echoes the whole prompt
+    ids = [tok.tokens.index(c.encode()) for c in prompt]
+    agrees, what = generation_agrees(m, tok, ids, r.stdout[len(prompt):], 100, 0.8, 0, 1.0, 3)
+    assert agrees, what
+    assert re.search(r"timing: load [0-9.]+ s, prompt 64 tokens", r.stderr.decode())
+
+
+def test_generation_is_limited_only_by_n() -> None:
+    _, _, path = model("char")
+    r = run(path, "-i", "And", "-n", 500, "-t", 1, "-s", 2)
+    gen = r.stdout[3:]
+    assert r.returncode == 0 and len(gen) == 500  # one character per token, no end-of-text
+
+
+# ---- prompts from stdin ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("how", [["-f", "-"], []])
+def test_prompt_from_stdin(how) -> None:
+    _, _, path = model("gpt2")
+    prompt = "And God said, \u2014 naïve\n".encode()
+    want = run(path, "-i", prompt.decode(), "-n", 20, "-s", 4)
+    r = run(path, *how, "-n", 20, "-s", 4, input=prompt)
+    assert r.returncode == 0 and want.returncode == 0
+    assert r.stdout == want.stdout and r.stdout.startswith(prompt)
+
+
+def test_empty_stdin_starts_from_end_of_text_as_no_prompt_does() -> None:
+    _, _, path = model("gpt2")
+    r = run(path, "-n", 10, "-s", 4, input=b"")
+    want = subprocess.run([str(RUN), str(path), "-n", "10", "-s", "4"], stdin=subprocess.DEVNULL,
+                          capture_output=True, timeout=60)
+    assert r.returncode == 0 and r.stdout == want.stdout and len(r.stdout) > 0
+
+
+def test_tokenize_reads_stdin_too() -> None:
+    _, tok, path = model("char")
+    r = run(path, "--tokenize", input=b"And")
+    assert r.stdout.decode().split() == [str(tok.tokens.index(bytes([b]))) for b in b"And"]
+
+
+# ---- stop strings, repetition penalty, --no-echo -----------------------------------------------
+
+@pytest.mark.parametrize("kind", ["char", "gpt2"])
+def test_stop_strings_end_generation_on_the_token_that_completes_one(kind) -> None:
+    """Against the same run without stops: the output is its prefix that ends with the token
+    completing the first stop string. The character vocabulary has one byte per token, so the
+    expected bytes are exact; with GPT-2's, the end lies within one token of the stop's end."""
+    _, tok, path = model(kind)
+    args = ["-i", "And", "-n", 80, "-t", 0.9, "-s", 8, "--ignore-eos", "--no-echo"]
+    full = run(path, *args).stdout
+    longest = max(len(t) for t in tok.tokens)
+    for stops in ([full[8:10]], [full[37:40]], [full[37:40], full[8:10]], [b"never in it"]):
+        r = run(path, *args, *[a for s in stops for a in ("--stop", s.decode(errors="surrogateescape"))])
+        assert r.returncode == 0
+        ends = [full.find(s) + len(s) for s in stops if s in full]
+        if not ends:
+            assert r.stdout == full, stops
+            continue
+        first = min(ends)  # the end of the first stop string in the text
+        assert r.stdout.startswith(full[:first]) and full.startswith(r.stdout), stops
+        assert any(r.stdout.endswith(s) or s in r.stdout[-(len(s) + longest):] for s in stops)
+        if kind == "char":
+            assert r.stdout == full[:first], stops
+        else:
+            assert len(r.stdout) - first < longest, stops
+
+
+@pytest.mark.parametrize("kind,temperature,penalty,last", [
+    ("char", 0.0, 1.3, 64), ("char", 0.8, 2.0, 8), ("gpt2", 0.0, 1.5, 16), ("gpt2", 0.8, 0.7, 64),
+])
+def test_repetition_penalty_as_the_reference_applies_it(kind, temperature, penalty, last) -> None:
+    m, tok, path = model(kind)
+    prompt = "And God said, and God said"
+    ids = [int(i) for i in run(path, "--tokenize", "--ids", "-i", prompt).stdout.split()]
+    r = run(path, "-i", prompt, "-n", 100, "-t", temperature, "-k", 0, "-p", 1, "-s", 5, "--ignore-eos",
+            "--repeat-penalty", penalty, "--repeat-last", last)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout[len(prompt):]
+    agrees, what = generation_agrees(m, tok, ids, out, 100, temperature, 0, 1.0, 5, ignore_eos=True,
+                                     repeat_penalty=penalty, repeat_last=last)
+    assert agrees, what
+    plain = run(path, "-i", prompt, "-n", 100, "-t", temperature, "-k", 0, "-p", 1, "-s", 5, "--ignore-eos")
+    assert plain.stdout != r.stdout  # the penalty changed something
+
+
+def test_no_echo_leaves_the_prompt_out() -> None:
+    _, _, path = model("gpt2")
+    echo = run(path, "-i", "And God", "-n", 12, "-s", 9)
+    quiet = run(path, "-i", "And God", "-n", 12, "-s", 9, "--no-echo")
+    assert quiet.returncode == 0 and echo.stdout == b"And God" + quiet.stdout
 
 
 def test_zero_new_tokens_prints_the_prompt() -> None:
@@ -106,17 +228,40 @@ def test_info_describes_model() -> None:
     (["-n"], "needs a value"),
     (["-n", "abc"], "needs a whole number"),
     (["-n", "-1"], "between"),
-    (["-n", "99999999999999999999"], "needs a whole number"),
+    (["-n", "99999999999999999999"], "must be between 0 and"),
     (["-t", "-0.5"], "between"),
     (["-t", "nan"], "needs a number"),
+    (["-t", "1e999"], "must be between"),
     (["-p", "1.5"], "between"),
     (["-p", "0"], "between"),
+    (["-p", "And God said"], "the prompt is given with -i"),
     (["-k", "-3"], "between"),
     (["-s", "-1"], "seed"),
+    (["-s", "99999999999999999999999"], "must be between 0 and 2^64-1"),
     (["--threads", "0"], "between"),
     (["-i", "a", "-f", "b"], "not both"),
-    (["-f", "/nonexistent/prompt"], "cannot open file"),
+    (["-f", "/nonexistent/prompt"], "cannot open file '/nonexistent/prompt'"),
     (["-f", "/tmp"], "is a directory"),
+    (["--stop", ""], "1 to 256 bytes"),
+    (["--stop", "x" * 257], "1 to 256 bytes"),
+    (["--keep", "64", "-i", "a"], "--keep must be between 0 and 63"),
+    (["--repeat-penalty", "0"], "between"),
+    (["--repeat-last", "0"], "between"),
+    (["--tokenize", "--perplexity", "/dev/null"], "--tokenize and --perplexity are two modes"),
+    (["--info", "--tokenize"], "--info and --tokenize are two modes"),
+    (["--attention", "a.html", "--logits", "b"], "two modes"),
+    (["--ids", "-i", "a"], "--ids only goes with --tokenize"),
+    (["--perplexity", "/dev/null", "-i", "a"], "--perplexity takes no prompt"),
+    (["--info", "-f", "/dev/null"], "--info takes no prompt"),
+    (["--info", "-n", "5"], "-n only affects generation, not --info"),
+    (["--logits", "out.bin", "-i", "a", "-t", "0"], "-t only affects generation, not --logits"),
+    (["--perplexity", "/dev/null", "--stop", "x"], "--stop only affects generation"),
+    (["--attention", "a.html", "-i", "a", "--no-echo"], "--no-echo only affects generation"),
+    (["--tokenize", "-i", "a", "--block", "4"], "--block does nothing with --tokenize"),
+    (["--tokenize", "-i", "a", "--threads=2"], "--threads does nothing with --tokenize"),
+    (["--info", "--block", "4"], "--block does nothing with --info"),
+    (["--attention", "/proc/x.html", "-i", "ab"], "cannot create '/proc/x.html'"),
+    (["--logits", "/proc/x.bin", "-i", "ab"], "cannot create '/proc/x.bin'"),
 ])
 def test_bad_arguments_are_one_line_errors(args, message) -> None:
     _, _, path = model("char")
@@ -127,16 +272,15 @@ def test_bad_arguments_are_one_line_errors(args, message) -> None:
     assert r.stdout == b""
 
 
+def test_info_takes_threads() -> None:
+    _, _, path = model("char")
+    r = run(path, "--info", "--threads", 3)
+    assert r.returncode == 0 and ", 3 threads" in r.stdout.decode()
+
+
 def test_missing_model_file() -> None:
     r = run("/nonexistent/model.bin")
     assert r.returncode == 1 and r.stderr.decode().startswith("error: cannot open model file")
-
-
-def test_prompt_longer_than_context_gives_both_lengths() -> None:
-    _, _, path = model("char")
-    r = run(path, "-i", "a" * 100)
-    assert r.returncode == 1
-    assert "100 tokens" in r.stderr.decode() and "64 tokens" in r.stderr.decode()
 
 
 def test_character_missing_from_vocabulary() -> None:
@@ -159,6 +303,55 @@ def test_threads_give_identical_greedy_output() -> None:
     assert len(outs) == 1
 
 
-def test_help() -> None:
+def test_help_lists_every_flag_and_ends_with_three_examples() -> None:
     r = run("--help")
-    assert r.returncode == 0 and b"--max-new-tokens" in r.stdout
+    assert r.returncode == 0
+    text = r.stdout.decode()
+    for flag in ("--prompt", "--prompt-file", "--max-new-tokens", "--temperature", "--top-k", "--top-p",
+                 "--seed", "--repeat-penalty", "--repeat-last", "--stop", "--keep", "--ignore-eos", "--no-echo",
+                 "--tokenize", "--ids", "--perplexity", "--attention", "--logits", "--info", "--threads",
+                 "--block", "--help", "--version"):
+        assert flag in text, flag
+    lines = text.rstrip("\n").splitlines()
+    assert lines[-4] == "examples:" and all(line.startswith("  run models/kjv.bin") or "| run models/kjv.bin" in line
+                                            for line in lines[-3:])
+
+
+def test_help_examples_run() -> None:
+    """The three examples of --help, on the shipped model."""
+    lines = run("--help").stdout.decode().rstrip("\n").splitlines()[-3:]
+    for line in lines:
+        cmd = line.strip().replace("run models/kjv.bin", f"'{RUN}' '{REPO / 'models' / 'kjv.bin'}'")
+        cmd = cmd.replace("heldout.txt", str(REPO / "README.md"))
+        r = subprocess.run(cmd, shell=True, capture_output=True, timeout=120, cwd=REPO)
+        assert r.returncode == 0, (line, r.stderr)
+
+
+def test_version() -> None:
+    r = run("--version")
+    assert r.returncode == 0 and re.fullmatch(rb"run \d+\.\d+\.\d+ \(model file format version \d+\)\n", r.stdout)
+
+
+def test_timing_line_starts_its_own_line_on_a_terminal() -> None:
+    """stdout and stderr on one terminal (a pty): text that did not end a line gets a newline
+    on stderr before the timing line; stdout's bytes are still exactly the prompt."""
+    _, _, path = model("char")
+    master, slave = pty.openpty()
+    p = subprocess.Popen([str(RUN), str(path), "-i", "And", "-n", "0"], stdin=subprocess.DEVNULL,
+                         stdout=slave, stderr=slave)
+    os.close(slave)
+    data = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # the other end closed
+            break
+        if not chunk:
+            break
+        data += chunk
+    os.close(master)
+    assert p.wait(timeout=60) == 0
+    text = data.replace(b"\r\n", b"\n")
+    assert b"Andtiming" not in text and re.search(rb"(^|\n)timing: ", text), text
+    piped = run(path, "-i", "And", "-n", 0)
+    assert piped.stdout == b"And" and piped.stderr.decode().splitlines()[-1].startswith("timing:")

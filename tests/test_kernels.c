@@ -387,8 +387,25 @@ static void check_team_choice(void) {
     expect_near("8 threads, 4 best: team of 4 chosen", end, 4, 0);
 }
 
+/* The repetition penalty by hand: logits (2, -2, 0, 3, 5), recent tokens 0, 1, 0, 2 and 7 (past
+ * the vocabulary of 5: ignored), R = 2: id 0 once (2 / 2 = 1, not 0.5), id 1 -2 * 2 = -4, id 2
+ * stays 0, ids 3 and 4 untouched. */
+static void check_repeat_penalty(void) {
+    Sampler s;
+    build_sampler(&s, 5, 1.0, 0, 1.0, 1);
+    float logits[5] = {2, -2, 0, 3, 5}, want[5] = {1, -4, 0, 3, 5};
+    uint32_t recent[5] = {0, 1, 0, 2, 7};
+    repeat_penalty(&s, logits, 5, recent, 5, 2.0);
+    expect_bits("repetition penalty (2, -2, 0, 3, 5) over ids 0 1 0 2 7, R = 2", logits, want, 5);
+    int clear = 1;
+    for (int i = 0; i < 5; i++) clear &= s.seen[i] == 0;
+    expect_near("repetition penalty leaves its marks cleared", clear, 1, 0);
+    free_sampler(&s);
+}
+
 int main(void) {
     check_team_choice();
+    check_repeat_penalty();
 
     /* softmax([4.0, -1.0, 2.1]) = exp(x) / sum exp(x): 54.598, 0.368, 8.166 over 63.132 */
     float a[3] = {4.0f, -1.0f, 2.1f};

@@ -71,13 +71,13 @@ def test_logits_every_position(name: str) -> None:
 
 @pytest.mark.parametrize("name", CONFIGS)
 def test_greedy_200_steps(name: str) -> None:
-    """Greedy: identical for 200 steps, or until the context is full (odd_width: 120)."""
+    """Greedy: identical for 200 steps (odd_width, with a context of 120, moves its window on
+    the way), or until end-of-text."""
     model, tok, path = built(name)
     prompt = TEXT.split(".")[0].encode()
     ids = c_tokens(RUN, path, prompt)
     ref_ids = generate(model, ids, 200, temperature=0.0, eot_id=tok.eot_id)
-    expected_steps = min(200, model.config.n_ctx - len(ids))
-    assert len(ref_ids) == expected_steps or tok.eot_id >= 0
+    assert len(ref_ids) == 200 or tok.eot_id >= 0
     agrees, what = generation_agrees(model, tok, ids, c_generate(RUN, path, prompt, 200, 0.0, 0, 1.0, seed=1),
                                      200, 0.0, 0, 1.0, 1)
     print(f"{name}: {what}")

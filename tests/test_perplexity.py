@@ -1,4 +1,4 @@
-"""run --perplexity (SPEC section 1.4) against the same computation in PyTorch
+"""run --perplexity against the same computation in PyTorch
 (export/model.py's perplexity()), to 1e-4 relative: random models over several windows, and
 the shipped model on a held-out excerpt of the King James Bible."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""SPEC section 7: malformed model files and killed exports.
+"""Malformed model files and killed exports (README.md, "Robustness").
 
 Every malformed file derived here from a valid one must end with exit status 1, exactly one
 line on stderr starting with `error:`, no signal, within 2 seconds. Crafted variants get their
