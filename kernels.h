@@ -79,11 +79,12 @@
 
 /* One weight matrix (rows, cols) = nn.Linear's (out_features, in_features), row-major. */
 typedef struct {
-    int type;              /* WT_F32 or WT_Q8_0 (model.h) */
+    int type;              /* WT_F32, WT_Q8_0 or WT_Q4_0 (model.h) */
     int rows, cols;
     const float *f32;      /* (rows, cols), float32 weights */
     const int8_t *q;       /* (rows, cols), q8_0 quants */
-    const float *scale;    /* (rows, cols / Q8_GROUP), q8_0 scales: value = quant * scale */
+    const uint8_t *q4;     /* (rows, cols / 2), q4_0 quants, two to a byte (model.h) */
+    const float *scale;    /* (rows, cols / Q8_GROUP), q8_0 or q4_0 scales: value = quant * scale */
     const int8_t *packed;  /* the same weights rearranged at load (kernels_q8.h), or NULL */
     int packing;           /* how they are rearranged (kernels_q8.h's Q8_PACK_*) */
 } Matrix;
@@ -93,6 +94,7 @@ typedef struct {
     float *xt;    /* float32 prefill: the tokens transposed, per tile of TILE_TOKENS (n, TILE_TOKENS) */
     int8_t *q;    /* q8_0: the activations quantized (kernels_q8.h says in which order) */
     float *scale; /* q8_0: their scales, one per group */
+    int32_t *sum; /* q4_0: each group's sum of quants */
 } MatmulScratch;
 
 /* Elementwise steps over a prompt's block are split between threads in spans of SPAN values;
@@ -679,14 +681,22 @@ static void attention(const AttentionBlock *b, float *scratch) {
     for (int i = 0; i < b->nq; i++) attention_one(b, i, scratch, qs);
 }
 
-/* ---- int8 weights, then the entry points every format shares --------------------------- */
+/* ---- int8 and 4-bit weights, then the entry points every format shares ----------------- */
 
 #include "kernels_q8.h"
+#include "kernels_q4.h"
+
+/* The quant at index i (row * cols + column) of a q8_0 or q4_0 matrix. */
+static inline int quant_at(const Matrix *m, size_t i) {
+    if (m->type == WT_Q8_0) return m->q[i];
+    return q4_quant(m->q4 + i / Q8_GROUP * (Q8_GROUP / 2), (int)(i % Q8_GROUP));
+}
 
 /* out (T, w->rows) = x (T, w->cols) @ W^T + bias (w->rows, or NULL), by weight format. */
 static void matmul(float *out, const float *x, const Matrix *w, const float *bias, int T,
                    MatmulScratch *scratch) {
     if (w->type == WT_Q8_0) q8_matmul(out, x, w, bias, T, scratch);
+    else if (w->type == WT_Q4_0) q4_matmul(out, x, w, bias, T, scratch);
     else f32_matmul(out, x, w, bias, T, scratch);
 }
 
@@ -694,7 +704,7 @@ static void matmul(float *out, const float *x, const Matrix *w, const float *bia
  * memory runs out. */
 static int matmul_scratch_init(MatmulScratch *s, int max_tokens, int max_cols, int weight_type) {
     size_t T = (size_t)max_tokens, n = (size_t)max_cols;
-    if (weight_type == WT_Q8_0) return q8_scratch_init(s, T, n);
+    if (weight_type != WT_F32) return q8_scratch_init(s, T, n);
     size_t padded = (T + TILE_TOKENS - 1) / TILE_TOKENS * TILE_TOKENS, bytes = padded * n * sizeof(float);
     s->xt = aligned_alloc(64, bytes);
     if (s->xt) memset(s->xt, 0, bytes); /* map the pages now, not inside the first timed pass */
@@ -705,6 +715,7 @@ static void matmul_scratch_free(MatmulScratch *s) {
     free(s->xt);
     free(s->q);
     free(s->scale);
+    free(s->sum);
     memset(s, 0, sizeof *s);
 }
 
@@ -714,17 +725,19 @@ static void matmul_scratch_free(MatmulScratch *s) {
 static size_t prepare_weights(Matrix *const *matrices, int count, void *dst) {
     size_t total = 0;
     for (int i = 0; i < count; i++) {
-        size_t bytes = matrices[i]->type == WT_Q8_0 ? q8_packed_bytes(matrices[i]) : 0;
-        if (dst && bytes) q8_pack(matrices[i], (int8_t *)dst + total);
+        int type = matrices[i]->type;
+        size_t bytes = type == WT_Q8_0 ? q8_packed_bytes(matrices[i]) : type == WT_Q4_0 ? q4_packed_bytes(matrices[i]) : 0;
+        if (dst && bytes && type == WT_Q8_0) q8_pack(matrices[i], (int8_t *)dst + total);
+        if (dst && bytes && type == WT_Q4_0) q4_pack(matrices[i], (int8_t *)dst + total);
         total += bytes;
     }
     return total;
 }
 
-/* e.g. "avx512, q8_0 avx512-vnni (prefill amx)": the kernels of this build on this CPU */
+/* e.g. "avx512, q8_0 avx512-vnni (prefill amx), q4_0 ...": the kernels of this build on this CPU */
 static const char *kernels_description(void) {
-    static char text[160];
-    snprintf(text, sizeof text, "%s, q8_0 %s", F32_KERNELS, q8_description());
+    static char text[256];
+    snprintf(text, sizeof text, "%s, q8_0 %s, q4_0 %s", F32_KERNELS, q8_description(), Q4_KERNEL);
     return text;
 }
 

@@ -374,6 +374,14 @@ static void prefill_vnni512(const Q8Product *p, int block) {
 }
 #endif
 
+#if defined(__AVX2__)
+/* the lanes of the first n of 8 rows, for masked loads and stores at the bottom of W (also
+ * kernels_q4.h's) */
+static inline __m256i first_rows8(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+#endif
+
 #ifdef AVX2_KERNELS
 /* 4-byte products of the activation bytes x (given w's signs) with one line of 8 rows' |w|,
  * added to the 8 rows' int32 sums: AVX-VNNI's dpbusd, or with AVX2 alone maddubs (unsigned x
@@ -388,10 +396,6 @@ static inline __m256i add_dot4(__m256i sums, __m256i abs_w, __m256i signed_x) {
 #endif
 }
 
-/* the lanes of the first n of 8 rows, for masked loads and stores at the bottom of W */
-static inline __m256i first_rows8(int n) {
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
 
 /* Rows 16 * block .. + 15 for tokens t0..t0+tokens-1 (tokens <= 4) with 256-bit registers:
  * rows 0..7 and 8..15 of the block in two registers, the tokens sharing each load of weights.
@@ -538,7 +542,7 @@ static void q8_matmul(float *out, const float *x, const Matrix *w, const float *
     const int8_t *xq = scratch->q;
     const float *xs = scratch->scale;
     quantize_rows(scratch->q, scratch->scale, x, T, n, 0);
-#pragma omp parallel for schedule(dynamic, 4) if (T > 1)
+#pragma omp parallel for schedule(dynamic, 4)
     for (i = 0; i < (d + 3) / 4; i++)
         for (int t = 0; t < T; t++)
             for (int r = 4 * i; r < min_int(4 * i + 4, d); r++)
@@ -547,14 +551,17 @@ static void q8_matmul(float *out, const float *x, const Matrix *w, const float *
                                          (bias ? bias[r] : 0.0f);
 }
 
-/* Scratch for up to T tokens of n inputs: room for tokens in AMX's whole tiles of 16. */
+/* Scratch for up to T tokens of n inputs: room for tokens in AMX's whole tiles of 16; the
+ * groups' sums of quants are for q4_0. */
 static int q8_scratch_init(MatmulScratch *s, size_t T, size_t n) {
-    size_t T16 = (T + 15) / 16 * 16;
+    size_t T16 = (T + 15) / 16 * 16, groups = T16 * n / Q8_GROUP + 1;
     s->q = malloc(T16 * n);
-    s->scale = malloc((T16 * n / Q8_GROUP + 1) * sizeof(float));
-    if (!s->q || !s->scale) return 0;
+    s->scale = malloc(groups * sizeof(float));
+    s->sum = malloc(groups * sizeof(int32_t));
+    if (!s->q || !s->scale || !s->sum) return 0;
     memset(s->q, 0, T16 * n); /* map the pages now, not inside the first timed forward pass */
-    memset(s->scale, 0, (T16 * n / Q8_GROUP + 1) * sizeof(float));
+    memset(s->scale, 0, groups * sizeof(float));
+    memset(s->sum, 0, groups * sizeof(int32_t));
     return 1;
 }
 

@@ -26,8 +26,8 @@
  *   52  tied_head      1: the output head is the token embedding (no lm_head tensor)
  *   56  pos_kind       POS_LEARNED (wpe table) or POS_SINUSOIDAL ("Attention Is All You Need",
  *                      section 3.5: PE(p,2i)=sin(p/10000^(2i/C)), PE(p,2i+1)=cos(same))
- *   60  weight_type    WT_F32 or WT_Q8_0 (matrices only; norms, biases and wpe stay f32)
- *   64  group_size     values per quantization scale (32 for q8_0, 0 for f32)
+ *   60  weight_type    WT_F32, WT_Q8_0 or WT_Q4_0 (matrices only; norms, biases, wpe stay f32)
+ *   64  group_size     values per quantization scale (32 for q8_0 and q4_0, 0 for f32)
  *   68  n_tensors      entries in the tensor table
  *   72  tokenizer_offset   8 bytes
  *   80  tokenizer_size     8 bytes
@@ -59,6 +59,10 @@
  * nn.Linear's (out_features, in_features), row-major: out[i] = sum_j W[i][j] * in[j].
  * A q8_0 matrix of n values is n int8 quants, zero padding to a multiple of 4, then n/32
  * float32 scales: value = quant * scale of its group of 32 along the row.
+ * A q4_0 matrix of n values is n/2 bytes of quants, zero padding to a multiple of 4, then n/32
+ * float32 scales. Each group of 32 values along a row has 16 bytes: byte i holds quant i + 8
+ * in its low 4 bits and quant i + 16 + 8 in its high 4 bits (quants -8..7); value = quant *
+ * scale. (export.py makes the group's largest magnitude quant -8: scale = that value / -8.)
  */
 #ifndef MODEL_H
 #define MODEL_H
@@ -74,10 +78,10 @@
 
 enum { GELU_TANH = 0, GELU_ERF = 1 };
 enum { POS_LEARNED = 0, POS_SINUSOIDAL = 1 };
-enum { WT_F32 = 0, WT_Q8_0 = 1 };
+enum { WT_F32 = 0, WT_Q8_0 = 1, WT_Q4_0 = 2 };
 enum { PRETOK_CHAR = 0, PRETOK_GPT2 = 1, PRETOK_CL100K = 2 };
 #define RANK_NONE 0xFFFFFFFFu
-#define Q8_GROUP 32 /* values per q8_0 scale */
+#define Q8_GROUP 32 /* values per q8_0 or q4_0 scale */
 
 typedef struct {
     uint32_t magic, version, header_size;

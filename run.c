@@ -213,13 +213,16 @@ static int tensor_list(const Config *c, TransformerWeights *w, TensorSpec *out) 
     return n;
 }
 
-/* In a q8_0 tensor of n values the float scales follow the quants, 4-byte aligned. */
-static uint64_t q8_scales_offset(uint64_t n) { return (n + 3) & ~(uint64_t)3; }
+/* In a quantized tensor of n values the float scales follow the quants (n bytes for q8_0,
+ * n / 2 for q4_0), 4-byte aligned. */
+static uint64_t scales_offset(int weight_type, uint64_t n) {
+    return ((weight_type == WT_Q4_0 ? n / 2 : n) + 3) & ~(uint64_t)3;
+}
 
 static uint64_t tensor_bytes(const Config *c, const TensorSpec *t) {
     uint64_t n = mul_or_die(mul_or_die(t->layers, t->rows, t->name), t->cols, t->name);
-    if (c->weight_type == WT_Q8_0 && t->is_matrix) /* quants, pad to 4, one float per group */
-        return q8_scales_offset(n) + n / Q8_GROUP * 4;
+    if (c->weight_type != WT_F32 && t->is_matrix) /* quants, pad to 4, one float per group */
+        return scales_offset(c->weight_type, n) + n / Q8_GROUP * 4;
     return mul_or_die(n, 4, t->name);
 }
 
@@ -237,8 +240,9 @@ static void place_tensor(const Config *c, const TensorSpec *t, const uint8_t *da
         if (c->weight_type == WT_F32) {
             m->f32 = (const float *)(const void *)data + l * per_layer;
         } else {
-            m->q = (const int8_t *)data + l * per_layer;
-            m->scale = (const float *)(const void *)(data + q8_scales_offset(count)) + l * per_layer / Q8_GROUP;
+            if (c->weight_type == WT_Q8_0) m->q = (const int8_t *)data + l * per_layer;
+            else m->q4 = data + l * per_layer / 2;
+            m->scale = (const float *)(const void *)(data + scales_offset(c->weight_type, count)) + l * per_layer / Q8_GROUP;
         }
     }
 }
@@ -283,13 +287,13 @@ static void load_header(Transformer *t) {
     c->bias = field("bias", h->bias, 0, 1);
     c->tied_head = field("tied_head", h->tied_head, 0, 1);
     c->pos_kind = field("pos_kind", h->pos_kind, 0, 1);
-    c->weight_type = field("weight_type", h->weight_type, WT_F32, WT_Q8_0);
+    c->weight_type = field("weight_type", h->weight_type, WT_F32, WT_Q4_0);
     if (c->weight_type == WT_F32) field("group_size", h->group_size, 0, 0);
     else {
         field("group_size", h->group_size, Q8_GROUP, Q8_GROUP);
         if (c->n_embd % Q8_GROUP || c->n_hidden % Q8_GROUP)
-            die("model file: q8_0 needs n_embd and n_hidden to be multiples of %d, found %d and %d",
-                Q8_GROUP, c->n_embd, c->n_hidden);
+            die("model file: %s needs n_embd and n_hidden to be multiples of %d, found %d and %d",
+                c->weight_type == WT_Q8_0 ? "q8_0" : "q4_0", Q8_GROUP, c->n_embd, c->n_hidden);
     }
     if (c->n_embd % c->n_head)
         die("model file: n_embd %d is not a multiple of n_head %d", c->n_embd, c->n_head);
@@ -536,10 +540,9 @@ static void embed(const Transformer *t, float *x, uint32_t token, int pos) {
     if (wte->type == WT_F32) {
         const float *row = wte->f32 + (size_t)token * C;
         for (int i = 0; i < C; i++) x[i] = row[i] + position[i];
-    } else { /* a q8_0 row: quant times its group's scale */
-        const int8_t *q = wte->q + (size_t)token * C;
+    } else { /* a quantized row: quant times its group's scale */
         const float *scale = wte->scale + (size_t)token * C / Q8_GROUP;
-        for (int i = 0; i < C; i++) x[i] = q[i] * scale[i / Q8_GROUP] + position[i];
+        for (int i = 0; i < C; i++) x[i] = (float)quant_at(wte, (size_t)token * C + (size_t)i) * scale[i / Q8_GROUP] + position[i];
     }
 }
 
@@ -1111,7 +1114,7 @@ static void print_info(const Transformer *t, const char *path) {
            " weights %s\n", c->vocab_size, c->vocab_padded, (double)c->ln_eps,
            c->gelu == GELU_TANH ? "tanh" : "erf", c->bias ? "yes" : "no",
            c->tied_head ? "tied" : "separate", c->pos_kind == POS_LEARNED ? "learned" : "sinusoidal",
-           c->weight_type == WT_F32 ? "f32" : "q8_0");
+           c->weight_type == WT_F32 ? "f32" : c->weight_type == WT_Q8_0 ? "q8_0" : "q4_0");
     printf("%-22s %12s %12s\n", "section", "offset", "bytes");
     printf("%-22s %12d %12u\n", "header", 0, HEADER_SIZE);
     printf("%-22s %12llu %12llu\n", "tokenizer", (unsigned long long)h->tokenizer_offset,

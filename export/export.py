@@ -1,6 +1,6 @@
 """Export PyTorch GPT weights to run.c's weight file (format: model.h).
 
-usage: export.py SOURCE OUT.bin [--dtype f32] [--gpt2-vocab DIR]
+usage: export.py SOURCE OUT.bin [--dtype f32|q8_0|q4_0] [--gpt2-vocab DIR]
 
 SOURCE is any of (compare.py also takes a weight file written by this script):
   1. a checkpoint written by export/train.py (or model.save_checkpoint);
@@ -294,13 +294,13 @@ def read_tokenizer(raw: bytes, tok_off: int) -> TokenizerData:
 
 @dataclass
 class FileTensor:
-    """One tensor of a weight file as stored: float32 values, or for a q8_0 matrix its int8
-    quants (shape) and float32 scales (shape[:-1] + (cols // group,))."""
+    """One tensor of a weight file as stored: float32 values, or for a q8_0 or q4_0 matrix its
+    quants as int8 (shape) and float32 scales (shape[:-1] + (cols // group,))."""
     values: np.ndarray
     scales: np.ndarray | None = None
 
     def dequantized(self) -> np.ndarray:
-        """float32 values; a q8_0 value is quant * scale rounded to float32, as run.c does."""
+        """float32 values; a quantized value is quant * scale rounded to float32, as run.c does."""
         if self.scales is None:
             return self.values
         group = self.values.shape[-1] // self.scales.shape[-1]
@@ -355,9 +355,13 @@ def tensor_at(raw: bytes, offset: int, size: int, shape: tuple, wtype: int, grou
     count = int(np.prod(shape))
     if size == 4 * count:
         return FileTensor(np.frombuffer(raw, "<f4", count, offset).reshape(shape))
-    if wtype == 1 and size == count + (-count % 4) + 4 * (count // group):
+    if wtype == WT_Q8_0 and size == count + (-count % 4) + 4 * (count // group):
         quants = np.frombuffer(raw, np.int8, count, offset).reshape(shape)
         scales = np.frombuffer(raw, "<f4", count // group, offset + count + (-count % 4))
+        return FileTensor(quants, scales.reshape(*shape[:-1], shape[-1] // group))
+    if wtype == WT_Q4_0 and size == count // 2 + (-(count // 2) % 4) + 4 * (count // group):
+        quants = unpack_q4(np.frombuffer(raw, np.uint8, count // 2, offset)).reshape(shape)
+        scales = np.frombuffer(raw, "<f4", count // group, offset + count // 2 + (-(count // 2) % 4))
         return FileTensor(quants, scales.reshape(*shape[:-1], shape[-1] // group))
     raise ExportError(f"tensor at {offset}: {size} bytes do not fit shape {shape}")
 
@@ -425,10 +429,12 @@ def file_tensors(model: GPT) -> list[tuple[str, np.ndarray]]:
     return out
 
 
-# Matrices: quantized in a q8_0 file. Norms, biases and the positional table stay float32.
+# Matrices: quantized in a q8_0 or q4_0 file. Norms, biases and the positional table stay float32.
 MATRICES = {"wte", "attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight",
             "mlp.c_proj.weight", "lm_head.weight"}
-Q8_GROUP = 32
+Q8_GROUP = 32  # values per scale, q8_0 and q4_0
+WT_F32, WT_Q8_0, WT_Q4_0 = 0, 1, 2
+WEIGHT_TYPES = {"f32": WT_F32, "q8_0": WT_Q8_0, "q4_0": WT_Q4_0}
 
 
 def quantize_q8(arr: np.ndarray) -> bytes:
@@ -444,9 +450,32 @@ def quantize_q8(arr: np.ndarray) -> bytes:
     return q + b"\0" * (-len(q) % 4) + scale.astype("<f4").tobytes()
 
 
+def quantize_q4(arr: np.ndarray) -> bytes:
+    """q4_0 (model.h): per group of 32 consecutive values along a row, m = the value of largest
+    magnitude (the first such), scale = m / -8 as float32 (0 for an all-zero group) and quant =
+    round(w / scale) clipped to [-8, 7]: m itself becomes -8, so all 16 levels are used. Byte i
+    of a group's 16 holds quant i + 8 in its low 4 bits and quant i + 16 + 8 in its high 4 bits.
+    Stored as all quant bytes, zero padding to a multiple of 4 bytes, then all scales."""
+    groups = np.ascontiguousarray(arr, dtype=np.float32).reshape(-1, Q8_GROUP)
+    m = groups[np.arange(len(groups)), np.abs(groups).argmax(axis=1)]
+    scale = (m / np.float32(-8)).astype(np.float32) + np.float32(0)  # + 0: -0.0 becomes 0.0
+    safe = np.where(scale != 0, scale, np.float32(1)).astype(np.float64)
+    quants = np.where(scale[:, None] != 0, np.clip(np.rint(groups / safe[:, None]), -8, 7), 0).astype(np.int16) + 8
+    q = (quants[:, :16] | (quants[:, 16:] << 4)).astype(np.uint8).tobytes()
+    return q + b"\0" * (-len(q) % 4) + scale.astype("<f4").tobytes()
+
+
+def unpack_q4(packed: np.ndarray) -> np.ndarray:
+    """q4_0 quant bytes (groups x 16) -> quants as int8 in [-8, 7], 32 per group in order."""
+    g = packed.reshape(-1, 16)
+    return np.concatenate([(g & 15).astype(np.int8) - 8, (g >> 4).astype(np.int8) - 8], axis=1).reshape(-1)
+
+
 def tensor_data(name: str, arr: np.ndarray, dtype: str) -> bytes:
     if dtype == "q8_0" and name in MATRICES:
         return quantize_q8(arr)
+    if dtype == "q4_0" and name in MATRICES:
+        return quantize_q4(arr)
     return np.ascontiguousarray(arr, dtype="<f4").tobytes()
 
 
@@ -475,10 +504,9 @@ def model_bytes_layout(c: GPTConfig | None, tok: TokenizerData, tensors: list[tu
     if c is None:  # tokenizer-only file
         fields = (0, 0, 0, 0, 0, len(tok.tokens), len(tok.tokens), 0.0, 0, 0, 0, 0, 0, 0)
     else:
-        q8 = dtype == "q8_0"
         fields = (c.n_layer, c.n_head, c.n_embd, c.n_hidden, c.n_ctx, c.vocab_size, c.vocab_padded,
-                  c.ln_eps, gelu[c.gelu], int(c.bias), int(c.tied_head), pos[c.pos], int(q8),
-                  Q8_GROUP if q8 else 0)
+                  c.ln_eps, gelu[c.gelu], int(c.bias), int(c.tied_head), pos[c.pos], WEIGHT_TYPES[dtype],
+                  Q8_GROUP if dtype != "f32" else 0)
     meta = bytearray(meta_end)
     struct.pack_into("<III7If6II4Q", meta, 0, MAGIC, VERSION, HEADER_SIZE, *fields, len(tensors),
                      tok_off, len(tok_bytes), table_off, end)
@@ -531,8 +559,10 @@ def write_model(out: Path, model: GPT | None, tok: TokenizerData, dtype: str = "
     c = model.config if model is not None else None
     if c is not None and len(tok.tokens) != c.vocab_size:
         raise ExportError(f"tokenizer has {len(tok.tokens)} tokens but the model's vocab_size is {c.vocab_size}")
-    if c is not None and dtype == "q8_0" and (c.n_embd % Q8_GROUP or c.n_hidden % Q8_GROUP):
-        raise ExportError(f"q8_0 needs n_embd and n_hidden to be multiples of {Q8_GROUP} "
+    if dtype not in WEIGHT_TYPES:
+        raise ExportError(f"unknown weight type {dtype!r}: choose from {', '.join(WEIGHT_TYPES)}")
+    if c is not None and dtype != "f32" and (c.n_embd % Q8_GROUP or c.n_hidden % Q8_GROUP):
+        raise ExportError(f"{dtype} needs n_embd and n_hidden to be multiples of {Q8_GROUP} "
                           f"(found {c.n_embd} and {c.n_hidden}); export with --dtype f32")
     tensors = file_tensors(model) if model is not None else []
     pieces, total = model_bytes_layout(c, tok, tensors, dtype)
@@ -544,8 +574,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("source", help="our checkpoint, a nanoGPT ckpt.pt, or a Hugging Face GPT-2 folder")
     ap.add_argument("out", help="the weight file to write")
-    ap.add_argument("--dtype", choices=["f32", "q8_0"], default="f32",
-                    help="weight type: f32, or q8_0 (int8 matrices, one scale per 32 values)")
+    ap.add_argument("--dtype", choices=list(WEIGHT_TYPES), default="f32",
+                    help="weight type: f32, q8_0 (int8 matrices, one scale per 32 values) or q4_0 "
+                         "(4-bit matrices, one scale per 32 values)")
     ap.add_argument("--gpt2-vocab", type=Path, default=DEFAULT_GPT2_VOCAB,
                     help="folder with GPT-2's encoder.json and vocab.bpe (for nanoGPT checkpoints)")
     args = ap.parse_args()

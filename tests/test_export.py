@@ -19,6 +19,7 @@ import torch
 
 from common import (DEFAULT_GPT2_VOCAB, REPO, RUN, TEXT, TMP, GPTConfig, char_tokenizer,
                     gpt2_tokenizer, random_model)
+from export import file_tensors
 from compare import c_generate, c_logits, c_tokens, compare_logits, generation_agrees
 from export import save_checkpoint
 
@@ -160,8 +161,8 @@ def write_safetensors(path: Path, tensors: dict[str, torch.Tensor]) -> None:
     path.write_bytes(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
-def hf_model(seed: int):
-    return random_model(GPTConfig(n_layer=2, n_head=4, n_embd=48, n_hidden=192, n_ctx=128,
+def hf_model(seed: int, width: int = 48):
+    return random_model(GPTConfig(n_layer=2, n_head=4, n_embd=width, n_hidden=4 * width, n_ctx=128,
                                   vocab_size=50257, vocab_padded=50257, gelu="tanh", bias=True),
                         seed=seed)
 
@@ -280,3 +281,40 @@ def test_train_resume_refuses_malicious_checkpoint() -> None:
                        capture_output=True, timeout=300)
     assert not marker.exists(), "the checkpoint's command ran"
     assert r.returncode == 1 and "refusing to load" in r.stderr.decode(), r.stderr.decode()
+
+
+@pytest.mark.parametrize("dtype", ["q8_0", "q4_0"])
+def test_quantized_export_reads_back_within_half_a_step(dtype: str) -> None:
+    """export.py --dtype on a Hugging Face folder: every matrix read back from the file (the
+    reader the per-product tests of tests/test_paths.py share with run.c's kernels) lies within
+    half a quantization step of the original weight (q4_0: a whole step where the value was
+    clipped from 8 to 7); the norms, biases and positions stay exact; run generates from it."""
+    from export import MATRICES, read_tensors
+    model = hf_model(16, width=64)
+    d = hf_folder(f"hf_{dtype}", model)
+    write_safetensors(d / "model.safetensors", hf_state_dict(model, prefix=""))
+    r = subprocess.run([PYTHON, str(REPO / "export" / "export.py"), str(d), str(d / "model.bin"), "--dtype", dtype],
+                       capture_output=True, timeout=300)
+    assert r.returncode == 0, r.stderr.decode()
+    _, _, tensors = read_tensors(d / "model.bin")
+    originals = dict(file_tensors(model))
+    for name, t in tensors.items():
+        want = originals[name].astype(np.float64)
+        if name not in MATRICES:
+            assert t.scales is None and np.array_equal(t.values, originals[name]), name
+            continue
+        q = t.values.astype(np.float64)
+        step = np.abs(np.repeat(t.scales, 32, axis=-1)).astype(np.float64)
+        err = np.abs(q * step * np.sign(np.repeat(t.scales, 32, axis=-1)) - want)
+        if dtype == "q8_0":
+            assert q.min() >= -127 and q.max() <= 127
+            # 127 / max|w| is rounded to float32 before the product: up to ~1e-5 of a step more
+            assert (err <= (0.5 + 1e-4) * step + 1e-12).all(), name
+        else:
+            assert q.min() >= -8 and q.max() <= 7
+            groups = q.reshape(-1, 32)
+            largest = np.abs(want.reshape(-1, 32)).argmax(axis=1)
+            assert (groups[np.arange(len(groups)), largest] == -8).all(), name  # the largest is -8
+            assert (err <= (np.where(q == 7, 1.0, 0.5) + 1e-4) * step + 1e-12).all(), name
+    out = subprocess.run([str(RUN), str(d / "model.bin"), "-i", "Hello", "-n", "8", "-s", "1"], capture_output=True)
+    assert out.returncode == 0 and out.stdout.startswith(b"Hello"), out.stderr

@@ -96,6 +96,25 @@ static float ref_q8_row(const int8_t *wq, const float *ws, const int8_t *xq, con
     return acc + bias;
 }
 
+/* q4_0 weights for the tests, by model.h's layout (the exporter's rule: the group's largest
+ * magnitude becomes quant -8): bytes (16 per group), scales, and the quants as int8 (-8..7)
+ * for the reference, which then is ref_q8_row's arithmetic. */
+static void quantize_q4_for_test(uint8_t *bytes, float *scale, int8_t *quants, const float *w, int n) {
+    for (int g = 0; g < n / 32; g++) {
+        const float *wg = w + g * 32;
+        float m = 0.0f;
+        for (int i = 0; i < 32; i++) if (fabsf(wg[i]) > fabsf(m)) m = wg[i];
+        float d = m / -8.0f;
+        scale[g] = d;
+        for (int i = 0; i < 32; i++) {
+            float q = d != 0.0f ? rintf(wg[i] / d) : 0.0f;
+            quants[g * 32 + i] = (int8_t)(q < -8 ? -8 : q > 7 ? 7 : q);
+        }
+        for (int i = 0; i < 16; i++)
+            bytes[g * 16 + i] = (uint8_t)((quants[g * 32 + i] + 8) | ((quants[g * 32 + 16 + i] + 8) << 4));
+    }
+}
+
 /* ---- attention cases: random queries, keys and values in the cache's layout ---------------- */
 
 typedef struct {
@@ -139,6 +158,7 @@ static void check_matmul(int n, int d, int T, int type, int packed) {
     float *w = malloc(sizeof(float) * d * n), *x = malloc(sizeof(float) * T * n), *bias = malloc(sizeof(float) * d);
     float *out = malloc(sizeof(float) * T * d), *ws = malloc(sizeof(float) * d * n / 32 + 4);
     int8_t *wq = malloc((size_t)d * n), *copy = NULL;
+    uint8_t *w4 = malloc((size_t)d * n / 2 + 1);
     uint64_t seed = 777 + n + d + T;
     for (int i = 0; i < d * n; i++) w[i] = (float)(rng_uniform(&seed) * 2 - 1);
     for (int i = 0; i < T * n; i++) x[i] = (float)(rng_uniform(&seed) * 6 - 3);
@@ -156,6 +176,14 @@ static void check_matmul(int n, int d, int T, int type, int packed) {
             how = q8_description();
         }
     }
+    if (type == WT_Q4_0) { /* always as build_run() prepares it (x86 reads only the copy) */
+        for (int r = 0; r < d; r++) quantize_q4_for_test(w4 + (size_t)r * n / 2, ws + r * (n / 32), wq + (size_t)r * n, w + (size_t)r * n, n);
+        m = (Matrix){.type = WT_Q4_0, .rows = d, .cols = n, .q4 = w4, .scale = ws};
+        Matrix *list[1] = {&m};
+        copy = malloc(prepare_weights(list, 1, NULL) + 1);
+        prepare_weights(list, 1, copy);
+        how = "q4_0 " Q4_KERNEL;
+    }
     MatmulScratch scratch = {0};
     matmul_scratch_init(&scratch, T, n, type);
     for (int pass = 0; pass < 2; pass++) { /* all T tokens at once (prefill), then one by one */
@@ -165,11 +193,11 @@ static void check_matmul(int n, int d, int T, int type, int packed) {
         int8_t xq[1024];
         float xs[32];
         for (int t = 0; t < T; t++) {
-            if (type == WT_Q8_0) quantize_q8(xq, xs, x + (size_t)t * n, n);
+            if (type != WT_F32) quantize_q8(xq, xs, x + (size_t)t * n, n);
             for (int r = 0; r < d; r++) {
                 double sum = bias[r], size = fabs(bias[r]);
                 for (int i = 0; i < n; i++) {
-                    double term = type == WT_Q8_0 ? (double)wq[(size_t)r * n + i] * ws[r * (n / 32) + i / 32] * xq[i] * xs[i / 32]
+                    double term = type != WT_F32 ? (double)wq[(size_t)r * n + i] * ws[r * (n / 32) + i / 32] * xq[i] * xs[i / 32]
                                                   : (double)w[(size_t)r * n + i] * x[(size_t)t * n + i];
                     sum += term;
                     size += fabs(term);
@@ -186,7 +214,7 @@ static void check_matmul(int n, int d, int T, int type, int packed) {
         if (!(worst <= 1e-6)) failures++;
         if (T == 1) break;
     }
-    free(w); free(x); free(bias); free(out); free(ws); free(wq); free(copy);
+    free(w); free(x); free(bias); free(out); free(ws); free(wq); free(w4); free(copy);
     matmul_scratch_free(&scratch);
 }
 
@@ -267,6 +295,7 @@ static void check_matmul_bits(int n, int d, int T, int type, int packed) {
     float *w = malloc(sizeof(float) * d * n), *x = malloc(sizeof(float) * T * n), *bias = malloc(sizeof(float) * d);
     float *got = malloc(sizeof(float) * T * d), *want = malloc(sizeof(float) * T * d), *ws = malloc(sizeof(float) * d * n / 32 + 4);
     int8_t *wq = malloc((size_t)d * n), *copy = NULL, xq[1024];
+    uint8_t *w4 = malloc((size_t)d * n / 2 + 1);
     float xs[32];
     uint64_t seed = 31 + n + d + T;
     for (int i = 0; i < d * n; i++) w[i] = (float)(rng_uniform(&seed) * 2 - 1);
@@ -282,6 +311,13 @@ static void check_matmul_bits(int n, int d, int T, int type, int packed) {
             prepare_weights(list, 1, copy);
         }
     }
+    if (type == WT_Q4_0) {
+        for (int r = 0; r < d; r++) quantize_q4_for_test(w4 + (size_t)r * n / 2, ws + r * (n / 32), wq + (size_t)r * n, w + (size_t)r * n, n);
+        m = (Matrix){.type = WT_Q4_0, .rows = d, .cols = n, .q4 = w4, .scale = ws};
+        Matrix *list[1] = {&m};
+        copy = malloc(prepare_weights(list, 1, NULL) + 1);
+        prepare_weights(list, 1, copy);
+    }
     MatmulScratch scratch = {0};
     matmul_scratch_init(&scratch, T, n, type);
     for (int pass = 0; pass < 2; pass++) { /* all T tokens at once (prefill), then one by one */
@@ -289,19 +325,20 @@ static void check_matmul_bits(int n, int d, int T, int type, int packed) {
         else for (int t = 0; t < T; t++) matmul(got + (size_t)t * d, x + (size_t)t * n, &m, bias, 1, &scratch);
         int decode = pass == 1 || T == 1;
         for (int t = 0; t < T; t++) {
-            if (type == WT_Q8_0) quantize_q8(xq, xs, x + (size_t)t * n, n);
+            if (type != WT_F32) quantize_q8(xq, xs, x + (size_t)t * n, n);
             for (int r = 0; r < d; r++)
-                want[(size_t)t * d + r] = type == WT_Q8_0 ? ref_q8_row(wq + (size_t)r * n, ws + r * (n / 32), xq, xs, n, bias[r])
+                want[(size_t)t * d + r] = type != WT_F32 ? ref_q8_row(wq + (size_t)r * n, ws + r * (n / 32), xq, xs, n, bias[r])
                                           : decode ? ref_matvec_row(w + (size_t)r * n, x + (size_t)t * n, n, bias[r])
                                                    : ref_prefill_row(w + (size_t)r * n, x + (size_t)t * n, n, bias[r]);
         }
         char what[200];
-        snprintf(what, sizeof what, "matmul %s%s, n %d, d %d, %s", type == WT_Q8_0 ? "q8_0" : "float32",
-                 packed && copy ? " rearranged" : "", n, d, decode ? "decode" : "prefill");
+        snprintf(what, sizeof what, "matmul %s%s, n %d, d %d, %s",
+                 type == WT_Q8_0 ? "q8_0" : type == WT_Q4_0 ? "q4_0" : "float32",
+                 m.packed ? " rearranged" : "", n, d, decode ? "decode" : "prefill");
         expect_bits(what, got, want, (size_t)T * d);
         if (T == 1) break;
     }
-    free(w); free(x); free(bias); free(got); free(want); free(ws); free(wq); free(copy);
+    free(w); free(x); free(bias); free(got); free(want); free(ws); free(wq); free(w4); free(copy);
     matmul_scratch_free(&scratch);
 }
 
@@ -548,7 +585,18 @@ int main(void) {
         check_matmul_bits(shapes[i][0], shapes[i][1], shapes[i][2], WT_F32, 0);
         check_matmul_bits(shapes[i][0], shapes[i][1], shapes[i][2], WT_Q8_0, 0);
         check_matmul_bits(shapes[i][0], shapes[i][1], shapes[i][2], WT_Q8_0, 1);
+        check_matmul(shapes[i][0], shapes[i][1], shapes[i][2], WT_Q4_0, 1);
+        check_matmul_bits(shapes[i][0], shapes[i][1], shapes[i][2], WT_Q4_0, 1);
     }
+    /* q4_0 quants and the group dot by hand: bytes 0x0F (quant 7, then -8 in the high half),
+     * activations 1..32: 7 x (1 + ... + 16) - 8 x (17 + ... + 32) = 952 - 3136 = -2184 */
+    uint8_t g4[16];
+    int8_t x32[32];
+    for (int i = 0; i < 16; i++) g4[i] = 0x0F;
+    for (int i = 0; i < 32; i++) x32[i] = (int8_t)(i + 1);
+    expect_near("q4_0 quant 0 of byte 0x0F", q4_quant(g4, 0), 7, 0);
+    expect_near("q4_0 quant 16 of byte 0x0F", q4_quant(g4, 16), -8, 0);
+    expect_near("q4_0 group dot by hand", group_dot_q4(g4, x32), -2184, 0);
     check_matmul(50, 30, 45, WT_F32, 0); /* float32 takes any width */
     check_matmul_bits(50, 30, 45, WT_F32, 0);
 

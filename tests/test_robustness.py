@@ -17,18 +17,23 @@ from pathlib import Path
 
 import pytest
 
-from common import REPO, RUN, TMP, GPTConfig, char_tokenizer, export, random_model
+from common import REPO, RUN, TMP, GPTConfig, char_tokenizer, random_model
+from export import write_model
 
 CRC_OFFSET = 104
 TENSORS_OFFSET = 88   # header fields (model.h)
 HEADER = 256
 
 
-def valid_file() -> bytes:
+def valid_file(dtype: str = "f32") -> Path:
+    """A small valid model: float32, or quantized (widths of 1 and 2 groups of 32)."""
     tok = char_tokenizer()
     n = len(tok.tokens)
-    cfg = GPTConfig(n_layer=2, n_head=2, n_embd=16, n_hidden=32, n_ctx=32, vocab_size=n, vocab_padded=n + 5)
-    return export(random_model(cfg, seed=41), tok, "robust_valid").read_bytes()
+    width = 16 if dtype == "f32" else 32
+    cfg = GPTConfig(n_layer=2, n_head=2, n_embd=width, n_hidden=2 * width, n_ctx=32, vocab_size=n, vocab_padded=n + 5)
+    path = TMP / f"robust_valid_{dtype}.bin"
+    write_model(path, random_model(cfg, seed=41), tok, dtype)
+    return path
 
 
 def fix_crc(buf: bytearray) -> bytearray:
@@ -138,9 +143,11 @@ def run_one(item: tuple[int, tuple[str, bytes]], folder: Path) -> tuple[str, str
     return name, None
 
 
-def test_malformed_files_give_one_line_errors() -> None:
-    base = valid_file()
-    ok = subprocess.run([str(RUN), str(TMP / "robust_valid.bin"), "-i", "And", "-n", "2"], capture_output=True)
+@pytest.mark.parametrize("dtype", ["f32", "q4_0"])
+def test_malformed_files_give_one_line_errors(dtype: str) -> None:
+    path = valid_file(dtype)
+    base = path.read_bytes()
+    ok = subprocess.run([str(RUN), str(path), "-i", "And", "-n", "2"], capture_output=True)
     assert ok.returncode == 0, "the unaltered file must load"
     cases = variants(base)
     assert len(cases) >= 1000

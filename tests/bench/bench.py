@@ -1,20 +1,24 @@
 """`make bench`: speed of run.c against this machine's memory bandwidth, and of the tokenizer
 against the npm package tiktoken. Run it on an idle machine.
 
-usage: bench.py [--runs N] [--shapes 124M,medium,large] [--skip-models] [--skip-load]
-                [--skip-cold] [--skip-paths] [--skip-tokenizer]
+usage: bench.py [--runs N] [--shapes 124M,medium,large] [--skip-models] [--skip-quality]
+                [--skip-load] [--skip-cold] [--skip-paths] [--skip-tokenizer]
 
 CPU: the model name, vector extensions and last-level cache, from lscpu.
 
 Models: GPT-2-shaped models with random weights (GPT-2's vocabulary of 50257, context 1024):
 124M (12 layers, 12 heads, width 768), medium (24, 16, 1024) and large (36, 20, 1280), each
-written through export/export.py as f32 and q8_0 (cached in tests/bench/out), and the shipped
+written through export/export.py as f32, q8_0 and q4_0 (cached in tests/bench/out), and the shipped
 models/kjv.bin. For 1 and 2 threads: prefill tok/s for a 128-token prompt and decode tok/s for
 128 greedy tokens, from run's own `timing:` line, median of --runs runs (with the spread, half
 of max - min); the ceiling: the read bandwidth of a buffer as large as the weight bytes one
 decode step reads (tests/bench/bandwidth.c THREADS BYTES: every matrix, the output head's real
 rows, the vectors; not the embedding table, of which a token reads one row), divided by those
 bytes. A buffer of that size sits in the last-level cache exactly when the model would.
+Then q4_0's decode and prefill as a fraction of q8_0's, from the same run.
+
+Quality: held-out bits per byte of the shipped model (`run --perplexity` on the books held out
+of training) with its weights as float32, q8_0 and q4_0.
 
 Loaded machine: decode of the 124M q8_0 shape while one other process keeps a core busy
 (`sh -c 'while :; do :; done'`), with the default threads and with --threads 1; and idle, the
@@ -64,11 +68,21 @@ SHAPES = {  # name: (layers, heads, width)
 }
 
 
+DTYPES = ("f32", "q8_0", "q4_0")
+
+
 def gpt2_shape(name: str) -> dict[str, Path]:
-    """The f32 and q8_0 files of a GPT-2-shaped model with random weights, made once."""
+    """The f32, q8_0 and q4_0 files of a GPT-2-shaped model with random weights, made once."""
     tag = "124m" if name == "124M" else name
-    files = {"f32": OUT / f"gpt2_{tag}_f32.bin", "q8_0": OUT / f"gpt2_{tag}_q8_0.bin"}
+    files = {dtype: OUT / f"gpt2_{tag}_{dtype}.bin" for dtype in DTYPES}
     if all(f.exists() for f in files.values()):
+        return files
+    if files["f32"].exists():  # the quantized files from the float32 one
+        for dtype, path in files.items():
+            if not path.exists():
+                r = sh(PYTHON, REPO / "export" / "export.py", files["f32"], path, "--dtype", dtype)
+                if r.returncode:
+                    sys.exit(r.stderr.decode())
         return files
     import torch
     from common import gpt2_tokenizer
@@ -187,7 +201,7 @@ def models_table(runs: int, shapes: list[str]) -> None:
     rows = []
     for shape in shapes:
         files = gpt2_shape(shape)
-        rows += [(f"GPT-2 {shape} shape", "f32", files["f32"]), (f"GPT-2 {shape} shape", "q8_0", files["q8_0"])]
+        rows += [(f"GPT-2 {shape} shape", dtype, files[dtype]) for dtype in DTYPES]
     shipped = REPO / "models" / "kjv.bin"
     if shipped.exists():
         rows.append(("shipped kjv.bin", "f32", shipped))
@@ -203,11 +217,13 @@ def models_table(runs: int, shapes: list[str]) -> None:
     print("| model | weights | weight MB per token | threads | prefill tok/s (128) | decode tok/s (128) "
           "| read GB/s at that size | ceiling tok/s | decode / ceiling | with the cache's MB |")
     print("|---|---|---|---|---|---|---|---|---|---|")
+    measured = {}
     for name, dtype, path in rows:
         per_token = bytes_per_token(path)
         prompt = prompt_of(path, 128)
         for threads in (1, 2):
             pre, dec = speed(path, prompt, threads, runs)
+            measured[name, dtype, threads] = statistics.median(pre), statistics.median(dec)
             bw = bandwidth(threads, per_token)
             ceiling = bw * 1e9 / per_token
             d = statistics.median(dec)
@@ -216,6 +232,36 @@ def models_table(runs: int, shapes: list[str]) -> None:
             print(f"| {name} | {dtype} | {per_token / 1e6:.0f} | {threads} | {statistics.median(pre):.0f} ± "
                   f"{spread(pre):.0f} | {d:.1f} ± {spread(dec):.1f} | {bw:.1f} | {ceiling:.1f} | {d / ceiling:.0%} "
                   f"| {with_cache:.0%} (+{cache / 1e6:.0f}) |", flush=True)
+    print()
+    print("q4_0 against q8_0, same run (ratios of the medians above):")
+    print("| model | threads | q4_0 / q8_0 decode | q4_0 / q8_0 prefill |")
+    print("|---|---|---|---|")
+    for shape in shapes:
+        name = f"GPT-2 {shape} shape"
+        for threads in (1, 2):
+            q4, q8 = measured[name, "q4_0", threads], measured[name, "q8_0", threads]
+            print(f"| {name} | {threads} | {q4[1] / q8[1]:.2f} | {q4[0] / q8[0]:.2f} |")
+
+
+def quality_table() -> None:
+    """Held-out bits per byte of the shipped model with its weights as float32, q8_0, q4_0."""
+    shipped = REPO / "models" / "kjv.bin"
+    heldout = REPO / "tests" / "tmp" / "kjv" / "heldout.txt"
+    if not heldout.exists():
+        sh(PYTHON, REPO / "export" / "kjv.py", heldout.parent, check=True)
+    print()
+    print(f"Shipped model, held-out text ({heldout.stat().st_size / 1e3:.0f} kB, `run --perplexity`):")
+    print("| weights | file MB | bits per byte | vs float32 |")
+    print("|---|---|---|---|")
+    base = None
+    for dtype in DTYPES:
+        path = shipped if dtype == "f32" else OUT / f"kjv_{dtype}.bin"
+        if dtype != "f32" and not path.exists():
+            sh(PYTHON, REPO / "export" / "export.py", shipped, path, "--dtype", dtype, check=True)
+        r = sh(RUN, path, "--perplexity", heldout)
+        bpb = float(re.search(r"bpb=([0-9.]+)", r.stdout.decode())[1])
+        base = base or bpb
+        print(f"| {dtype} | {path.stat().st_size / 1e6:.1f} | {bpb:.4f} | {bpb / base - 1:+.1%} |")
 
 
 def load_table(runs: int) -> None:
@@ -366,6 +412,7 @@ def main() -> None:
     ap.add_argument("--shapes", default="124M,medium,large",
                     help="GPT-2 shapes for the models table, comma-separated (124M, medium, large)")
     ap.add_argument("--skip-models", action="store_true")
+    ap.add_argument("--skip-quality", action="store_true")
     ap.add_argument("--skip-load", action="store_true")
     ap.add_argument("--skip-cold", action="store_true")
     ap.add_argument("--skip-tokenizer", action="store_true")
@@ -377,6 +424,8 @@ def main() -> None:
         ap.error(f"unknown shape {unknown[0]!r}: choose from {', '.join(SHAPES)}")
     if not args.skip_models:
         models_table(args.runs, shapes)
+    if not args.skip_quality:
+        quality_table()
     if not args.skip_load:
         load_table(args.runs)
     if not args.skip_cold:

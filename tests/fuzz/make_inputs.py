@@ -35,6 +35,9 @@ def seeds(out: Path) -> None:
         cfg = GPTConfig(n_layer=1, n_head=2, n_embd=8, n_hidden=16, n_ctx=8, vocab_size=n,
                         vocab_padded=n + 3, **switches)
         write_model(loader / f"{name}.bin", random_model(cfg, seed=1), tok)
+    for dtype in ("q8_0", "q4_0"):  # quantized widths: one and two groups of 32
+        cfg = GPTConfig(n_layer=1, n_head=2, n_embd=32, n_hidden=64, n_ctx=8, vocab_size=n, vocab_padded=n + 3)
+        write_model(loader / f"{dtype}.bin", random_model(cfg, seed=1), tok, dtype)
     write_model(loader / "tokenizer_only.bin", None, tok)
     texts = [b"Hello world, it's 2024!\n", "naïve café — 日本語 😀 \u00a0\ufeff".encode(),
              b"  \r\n\t  x  ", b"\xff\xfe invalid \xc3", b"1234567 'S 'll"]
