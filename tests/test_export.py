@@ -318,3 +318,23 @@ def test_quantized_export_reads_back_within_half_a_step(dtype: str) -> None:
             assert (err <= (np.where(q == 7, 1.0, 0.5) + 1e-4) * step + 1e-12).all(), name
     out = subprocess.run([str(RUN), str(d / "model.bin"), "-i", "Hello", "-n", "8", "-s", "1"], capture_output=True)
     assert out.returncode == 0 and out.stdout.startswith(b"Hello"), out.stderr
+
+
+@pytest.mark.parametrize("dtype", ["q8_0", "q4_0"])
+def test_compare_reports_a_quantized_export_by_its_quantization_error(dtype: str) -> None:
+    """compare.py with a quantized MODEL.bin: logits within the quantization bound, generations
+    not compared; another model's weights in the same format go past the bound."""
+    from export import read_model, write_model
+    shipped = REPO / "models" / "kjv.bin"
+    model, tok = read_model(shipped)
+    good = TMP / f"compare_kjv_{dtype}.bin"
+    write_model(good, model, tok, dtype)
+    compare = [PYTHON, str(REPO / "export" / "compare.py"), str(shipped)]
+    r = subprocess.run(compare + [str(good)], capture_output=True, timeout=600)
+    out = r.stdout.decode()
+    assert r.returncode == 0, out + r.stderr.decode()
+    assert out.count("quantization error") == 2 and "generations: not compared" in out
+    other = TMP / f"compare_other_{dtype}.bin"
+    write_model(other, random_model(model.config, seed=99), tok, dtype)
+    r = subprocess.run(compare + [str(other)], capture_output=True, timeout=600)
+    assert r.returncode == 1 and "TOO LARGE" in r.stdout.decode()
