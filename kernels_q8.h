@@ -32,8 +32,14 @@ static inline void quantize_q8(int8_t *q, float *scale, const float *x, int n) {
         for (int i = 0; i < Q8_GROUP; i++) amax = fabsf(xb[i]) > amax ? fabsf(xb[i]) : amax;
         float d = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
         scale[b] = d;
-        /* rintf rounds half to even, like numpy's rint; it inlines (no errno) */
-        for (int i = 0; i < Q8_GROUP; i++) q[b * Q8_GROUP + i] = (int8_t)rintf(xb[i] * inv);
+        /* rintf rounds half to even, like numpy's rint; it inlines (no errno). A finite x gives
+         * |x * inv| at most a rounding above 127, which rounds to 127 anyway; NaN (from a file
+         * with NaN or infinite weights) becomes 0: no float-to-int conversion out of range. */
+        for (int i = 0; i < Q8_GROUP; i++) {
+            float v = xb[i] * inv;
+            v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v == v ? v : 0.0f;
+            q[b * Q8_GROUP + i] = (int8_t)rintf(v);
+        }
     }
 }
 
