@@ -145,7 +145,7 @@ static inline __m256i q4_sums(__m256i acc) { return _mm256_madd_epi16(acc, _mm25
 /* Rows 16 * block .. + 15 for tokens t0..t0+tokens-1 (tokens <= 4): rows 0..7 and 8..15 in two
  * registers, the tokens sharing each load of weights. xsum (T, nb): each group's sum of the
  * activation quants, for taking off 8 x sum(x). One token (decode) also asks for the next
- * group's lines before it uses this group's (as kernels_q8.h's decode_avx2). */
+ * group's lines before it uses this group's (as kernels_q8.h's rows16_avx2). */
 static void q4_rows16(const Q8Product *p, const int32_t *xsum, const float *ws_all, int block, int t0, int tokens) {
     int nb = p->nb, n = nb * Q8_GROUP, r0 = PACK_ROWS * block;
     const uint8_t *wt = (const uint8_t *)p->w.quants + (size_t)block * nb * Q4_PACK_BYTES;
@@ -201,7 +201,7 @@ static void q4_rows16(const Q8Product *p, const int32_t *xsum, const float *ws_a
  * while it sits in cache), else row by row (blocks of 4 rows, each for every token). */
 static void q4_matmul(float *out, const float *x, const Matrix *w, const float *bias, int T,
                       MatmulScratch *scratch) {
-    int n = w->cols, nb = n / Q8_GROUP, d = w->rows, i;
+    int n = w->cols, nb = n / Q8_GROUP, d = w->rows;
     quantize_rows(scratch->q, scratch->scale, x, T, n, 0);
     const int8_t *xq = scratch->q;
     const float *xs = scratch->scale;
@@ -220,9 +220,9 @@ static void q4_matmul(float *out, const float *x, const Matrix *w, const float *
 #pragma omp parallel for schedule(dynamic, 1) if (T > 1)
     for (block = 0; block < (T > 1 ? blocks : 0); block++)
         for (int t0 = 0; t0 < T; t0 += 4) q4_rows16(&p, xsum, ws, block, t0, min_int(4, T - t0));
-    (void)i;
 #else
-#pragma omp parallel for schedule(dynamic, 4) if (T > 1)
+    int i;
+#pragma omp parallel for schedule(dynamic, 4)
     for (i = 0; i < (d + 3) / 4; i++)
         for (int t = 0; t < T; t++)
             for (int r = 4 * i; r < min_int(4 * i + 4, d); r++)

@@ -405,7 +405,10 @@ static inline __m256i add_dot4(__m256i sums, __m256i abs_w, __m256i signed_x) {
 
 /* Rows 16 * block .. + 15 for tokens t0..t0+tokens-1 (tokens <= 4) with 256-bit registers:
  * rows 0..7 and 8..15 of the block in two registers, the tokens sharing each load of weights.
- * Decode is the case of one token. The activations (T, n) are signed. */
+ * Decode is the case of one token; it asks for the next group's lines before using this
+ * group's: on AMD Zen 2 (GPT-2 medium q8_0, 1 thread) that took the kernel from about 82% to
+ * 91% of a plain read's speed, while 2 or more groups ahead was slower than none. The
+ * activations (T, n) are signed. */
 static void rows16_avx2(const Q8Product *p, int block, int t0, int tokens) {
     int nb = p->nb, n = nb * Q8_GROUP, r0 = PACK_ROWS * block;
     const int8_t *wt = p->w.quants + (size_t)block * nb * PACK_BYTES;
@@ -418,6 +421,8 @@ static void rows16_avx2(const Q8Product *p, int block, int t0, int tokens) {
     for (int b = 0; b < nb; b++) {
         __m256i dlo[4], dhi[4];
         for (int t = 0; t < 4; t++) dlo[t] = dhi[t] = _mm256_setzero_si256();
+        if (tokens == 1) /* decode: the next group's 8 lines asked for before this group's are used */
+            for (int j = 0; j < 8; j++) _mm_prefetch((const char *)(wt + ((size_t)b + 1) * PACK_BYTES + 64 * j), _MM_HINT_T0);
         for (int j = 0; j < 8; j++) {
             const int8_t *line = wt + ((size_t)b * 8 + j) * 64;
             __m256i wlo = _mm256_loadu_si256((const __m256i *)line),
@@ -443,43 +448,6 @@ static void rows16_avx2(const Q8Product *p, int block, int t0, int tokens) {
         _mm256_maskstore_ps(o, live_lo, _mm256_add_ps(lo[t], blo));
         _mm256_maskstore_ps(o + 8, live_hi, _mm256_add_ps(hi[t], bhi));
     }
-}
-#endif
-
-#ifdef AVX2_KERNELS
-/* Decode, rows 16 * block .. + 15, one token: rows16_avx2's arithmetic for one token, with
- * its accumulators in registers, and the next group's 8 lines asked for (prefetch) before this
- * group's are used. Measured on AMD Zen 2 (tests/bench, GPT-2 medium q8_0, 1 thread): without
- * the prefetch the kernel read memory at about 82% of a plain read's speed, with it 91%;
- * prefetching 2 or more groups ahead was slower than none. */
-static void decode_avx2(const Q8Product *p, int block) {
-    int nb = p->nb, r0 = PACK_ROWS * block;
-    const int8_t *wt = p->w.quants + (size_t)block * nb * PACK_BYTES;
-    const float *ws = p->w.scales + (size_t)block * nb * PACK_ROWS;
-    __m256i live_lo = first_rows8(p->rows - r0), live_hi = first_rows8(p->rows - r0 - 8);
-    __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
-    for (int b = 0; b < nb; b++) {
-        __m256i dlo = _mm256_setzero_si256(), dhi = _mm256_setzero_si256();
-        const int8_t *group = wt + (size_t)b * PACK_BYTES;
-        const int8_t *xb = p->xq + b * Q8_GROUP;
-        for (int j = 0; j < 8; j++) _mm_prefetch((const char *)(group + PACK_BYTES + 64 * j), _MM_HINT_T0);
-        for (int j = 0; j < 8; j++) {
-            __m256i wlo = _mm256_loadu_si256((const __m256i *)(group + 64 * j)),
-                    whi = _mm256_loadu_si256((const __m256i *)(group + 64 * j + 32));
-            int32_t four;
-            memcpy(&four, xb + 4 * j, 4);
-            __m256i x = _mm256_set1_epi32(four);
-            dlo = add_dot4(dlo, _mm256_abs_epi8(wlo), _mm256_sign_epi8(x, wlo));
-            dhi = add_dot4(dhi, _mm256_abs_epi8(whi), _mm256_sign_epi8(x, whi));
-        }
-        __m256 sx = _mm256_set1_ps(p->xs[b]);
-        lo = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dlo), _mm256_mul_ps(_mm256_loadu_ps(ws + b * PACK_ROWS), sx), lo);
-        hi = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dhi), _mm256_mul_ps(_mm256_loadu_ps(ws + b * PACK_ROWS + 8), sx), hi);
-    }
-    __m256 blo = p->bias ? _mm256_maskload_ps(p->bias + r0, live_lo) : _mm256_setzero_ps(),
-           bhi = p->bias ? _mm256_maskload_ps(p->bias + r0 + 8, live_hi) : _mm256_setzero_ps();
-    _mm256_maskstore_ps(p->out + r0, live_lo, _mm256_add_ps(lo, blo));
-    _mm256_maskstore_ps(p->out + r0 + 8, live_hi, _mm256_add_ps(hi, bhi));
 }
 #endif
 
@@ -518,7 +486,7 @@ static void q8_packed_matmul(float *out, const float *x, const Matrix *w, const 
 #if defined(VNNI512_KERNELS)
         decode_vnni512(&p, block);
 #elif defined(AVX2_KERNELS)
-        decode_avx2(&p, block);
+        rows16_avx2(&p, block, 0, 1);
 #else
         (void)p; /* no packed kernel in this build: q8_packing() never packs */
 #endif

@@ -1231,11 +1231,10 @@ typedef struct {
     int have_seed, ignore_eos, tokenize, ids_only, info, no_echo;
     const char **stop;
     int n_stop;
-    /* for refusing combinations: the first flag of each kind given, or NULL */
+    /* for refusing combinations */
     const char *mode;             /* the tool mode, or NULL for generation */
-    const char *generation_flag;  /* a flag only generation uses */
-    const char *model_flag;       /* --block: only modes that run the model */
-    const char *threads_flag;     /* --threads: those, and --info */
+    const char *generation_flag;  /* the first flag given that only generation uses, or NULL */
+    int block_given;              /* --block: only modes that run the model use it */
 } Options;
 
 enum { OPT_BLOCK = 255, OPT_THREADS = 256, OPT_IGNORE_EOS, OPT_TOKENIZE, OPT_IDS, OPT_PERPLEXITY, OPT_ATTENTION,
@@ -1246,16 +1245,20 @@ static void set_mode(Options *o, const char *flag) {
     o->mode = flag;
 }
 
-/* How a flag is named in messages. */
-static const char *flag_name(int opt) {
+/* The flag's name when only generation uses it, else NULL. */
+static const char *generation_only(int opt) {
     switch (opt) {
     case 'n': return "-n"; case 't': return "-t"; case 'k': return "-k"; case 'p': return "-p";
     case 's': return "-s"; case OPT_IGNORE_EOS: return "--ignore-eos"; case OPT_STOP: return "--stop";
     case OPT_KEEP: return "--keep"; case OPT_REPEAT_PENALTY: return "--repeat-penalty";
     case OPT_REPEAT_LAST: return "--repeat-last"; case OPT_NO_ECHO: return "--no-echo";
-    case OPT_THREADS: return "--threads"; case OPT_BLOCK: return "--block";
-    default: return "?";
+    default: return NULL;
     }
+}
+
+/* Generation and the modes that read a prompt (-i, -f or stdin). */
+static int takes_prompt(const Options *o) {
+    return !o->mode || o->tokenize || o->attention_path || o->logits_path;
 }
 
 static Options parse_options(int argc, char **argv) {
@@ -1290,18 +1293,7 @@ static Options parse_options(int argc, char **argv) {
     opterr = 0; /* we print our own one-line errors */
     int opt;
     while ((opt = getopt_long(argc, argv, ":i:f:n:t:k:p:s:h", options, NULL)) != -1) {
-        switch (opt) {
-        case 'n': case 't': case 'k': case 'p': case 's': case OPT_IGNORE_EOS: case OPT_STOP: case OPT_KEEP:
-        case OPT_REPEAT_PENALTY: case OPT_REPEAT_LAST: case OPT_NO_ECHO:
-            if (!o.generation_flag) o.generation_flag = flag_name(opt);
-            break;
-        case OPT_BLOCK:
-            if (!o.model_flag) o.model_flag = flag_name(opt);
-            break;
-        case OPT_THREADS: /* --info reports the thread count: it takes --threads */
-            if (!o.threads_flag) o.threads_flag = flag_name(opt);
-            break;
-        }
+        if (!o.generation_flag) o.generation_flag = generation_only(opt);
         switch (opt) {
         case 'i': o.prompt = optarg; break;
         case 'f': o.prompt_file = optarg; break;
@@ -1321,7 +1313,7 @@ static Options parse_options(int argc, char **argv) {
             break;
         }
         case OPT_THREADS: o.threads = parse_long("--threads", optarg, 1, 1024); break;
-        case OPT_BLOCK: o.block = parse_long("--block", optarg, 1, PREFILL_BLOCK); break;
+        case OPT_BLOCK: o.block = parse_long("--block", optarg, 1, PREFILL_BLOCK); o.block_given = 1; break;
         case OPT_IGNORE_EOS: o.ignore_eos = 1; break;
         case OPT_STOP: {
             size_t n = strlen(optarg);
@@ -1356,14 +1348,14 @@ static Options parse_options(int argc, char **argv) {
 
     /* combinations that would leave a flag without effect are refused */
     if (o.prompt && o.prompt_file) die("give the prompt with -i or -f, not both");
-    int takes_prompt = !o.mode || o.tokenize || o.attention_path || o.logits_path;
-    if (!takes_prompt && (o.prompt || o.prompt_file))
+    if (!takes_prompt(&o) && (o.prompt || o.prompt_file))
         die("%s takes no prompt (-i/-f): %s", o.mode,
             o.perplexity_path ? "it scores the file given to it" : "it reads only the model");
     if (o.ids_only && !o.tokenize) die("--ids only goes with --tokenize");
     if (o.mode && o.generation_flag) die("%s only affects generation, not %s", o.generation_flag, o.mode);
-    if ((o.tokenize || o.info) && o.model_flag) die("%s does nothing with %s (it runs no model)", o.model_flag, o.mode);
-    if (o.tokenize && o.threads_flag) die("--threads does nothing with --tokenize (it runs no model)");
+    /* --info reports the thread count, so it takes --threads */
+    if ((o.tokenize || o.info) && o.block_given) die("--block does nothing with %s (it runs no model)", o.mode);
+    if (o.tokenize && o.threads > 0) die("--threads does nothing with --tokenize (it runs no model)");
     return o;
 }
 
@@ -1387,8 +1379,7 @@ int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN); /* a closed pipe shows up as EPIPE, handled in write_or_die */
     if (o.threads > 0) set_team_size((int)o.threads);
     size_t text_len = 0;
-    int takes_prompt = !o.mode || o.tokenize || o.attention_path || o.logits_path;
-    uint8_t *text = takes_prompt ? read_prompt(&o, &text_len) : NULL;
+    uint8_t *text = takes_prompt(&o) ? read_prompt(&o, &text_len) : NULL;
 
     Transformer transformer;
     build_transformer(&transformer, o.model_path);

@@ -1,4 +1,4 @@
-// Generates ../unicode_tables.h: the character classes of the pre-tokenizers (SPEC section 4).
+// Generates ../unicode_tables.h: the character classes of the pre-tokenizers (README.md, "Tokenizer").
 //
 // usage: node export/gen_unicode_tables.mjs > unicode_tables.h
 //

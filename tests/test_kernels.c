@@ -154,36 +154,50 @@ static void free_attention_case(AttentionCase *a) {
  * token counts that end in a part tile. For q8_0 the reference quantizes the activations with
  * the same quantize_q8, so both sides multiply identical integers and only the summation order
  * differs. */
+/* A random weight matrix (d, n) in one format, as build_run() prepares it: float32; q8_0
+ * (rearranged for the packed kernels when `packed`); q4_0 (always through prepare_weights: x86
+ * reads only the copy). wq holds the quants as int8 for the references. */
+typedef struct {
+    Matrix m;
+    float *w, *ws;
+    int8_t *wq, *copy;
+    uint8_t *w4;
+} TestWeights;
+
+static TestWeights test_weights(int type, int packed, int n, int d, uint64_t *seed) {
+    TestWeights t = {.w = malloc(sizeof(float) * d * n), .ws = malloc(sizeof(float) * d * n / 32 + 4),
+                     .wq = malloc((size_t)d * n), .w4 = malloc((size_t)d * n / 2 + 1)};
+    for (int i = 0; i < d * n; i++) t.w[i] = (float)(rng_uniform(seed) * 2 - 1);
+    t.m = (Matrix){.type = type, .rows = d, .cols = n, .f32 = t.w};
+    for (int r = 0; r < d && type == WT_Q8_0; r++)
+        quantize_q8(t.wq + (size_t)r * n, t.ws + r * (n / 32), t.w + (size_t)r * n, n);
+    for (int r = 0; r < d && type == WT_Q4_0; r++)
+        quantize_q4_for_test(t.w4 + (size_t)r * n / 2, t.ws + r * (n / 32), t.wq + (size_t)r * n, t.w + (size_t)r * n, n);
+    if (type == WT_Q8_0) t.m = (Matrix){.type = WT_Q8_0, .rows = d, .cols = n, .q = t.wq, .scale = t.ws};
+    if (type == WT_Q4_0) t.m = (Matrix){.type = WT_Q4_0, .rows = d, .cols = n, .q4 = t.w4, .scale = t.ws};
+    if ((type == WT_Q8_0 && packed) || type == WT_Q4_0) {
+        Matrix *list[1] = {&t.m};
+        t.copy = malloc(prepare_weights(list, 1, NULL) + 1);
+        prepare_weights(list, 1, t.copy);
+    }
+    return t;
+}
+
+static void free_test_weights(TestWeights *t) {
+    free(t->w); free(t->ws); free(t->wq); free(t->w4); free(t->copy);
+}
+
 static void check_matmul(int n, int d, int T, int type, int packed) {
-    float *w = malloc(sizeof(float) * d * n), *x = malloc(sizeof(float) * T * n), *bias = malloc(sizeof(float) * d);
-    float *out = malloc(sizeof(float) * T * d), *ws = malloc(sizeof(float) * d * n / 32 + 4);
-    int8_t *wq = malloc((size_t)d * n), *copy = NULL;
-    uint8_t *w4 = malloc((size_t)d * n / 2 + 1);
     uint64_t seed = 777 + n + d + T;
-    for (int i = 0; i < d * n; i++) w[i] = (float)(rng_uniform(&seed) * 2 - 1);
+    TestWeights tw = test_weights(type, packed, n, d, &seed);
+    const Matrix m = tw.m;
+    const float *w = tw.w, *ws = tw.ws;
+    const int8_t *wq = tw.wq;
+    float *x = malloc(sizeof(float) * T * n), *bias = malloc(sizeof(float) * d), *out = malloc(sizeof(float) * T * d);
     for (int i = 0; i < T * n; i++) x[i] = (float)(rng_uniform(&seed) * 6 - 3);
     for (int i = 0; i < d; i++) bias[i] = (float)(rng_uniform(&seed) - 0.5);
-    Matrix m = {.type = type, .rows = d, .cols = n, .f32 = w};
-    const char *how = "float32";
-    if (type == WT_Q8_0) {
-        for (int r = 0; r < d; r++) quantize_q8(wq + (size_t)r * n, ws + r * (n / 32), w + (size_t)r * n, n);
-        m = (Matrix){.type = WT_Q8_0, .rows = d, .cols = n, .q = wq, .scale = ws};
-        how = "q8_0 dot products";
-        if (packed) { /* as build_run() does through prepare_weights() */
-            Matrix *list[1] = {&m};
-            copy = malloc(prepare_weights(list, 1, NULL) + 1);
-            prepare_weights(list, 1, copy);
-            how = q8_description();
-        }
-    }
-    if (type == WT_Q4_0) { /* always as build_run() prepares it (x86 reads only the copy) */
-        for (int r = 0; r < d; r++) quantize_q4_for_test(w4 + (size_t)r * n / 2, ws + r * (n / 32), wq + (size_t)r * n, w + (size_t)r * n, n);
-        m = (Matrix){.type = WT_Q4_0, .rows = d, .cols = n, .q4 = w4, .scale = ws};
-        Matrix *list[1] = {&m};
-        copy = malloc(prepare_weights(list, 1, NULL) + 1);
-        prepare_weights(list, 1, copy);
-        how = "q4_0 " Q4_KERNEL;
-    }
+    const char *how = type == WT_F32 ? "float32" : type == WT_Q4_0 ? "q4_0 " Q4_KERNEL
+                    : m.packed ? q8_description() : "q8_0 dot products";
     MatmulScratch scratch = {0};
     matmul_scratch_init(&scratch, T, n, type);
     for (int pass = 0; pass < 2; pass++) { /* all T tokens at once (prefill), then one by one */
@@ -214,7 +228,8 @@ static void check_matmul(int n, int d, int T, int type, int packed) {
         if (!(worst <= 1e-6)) failures++;
         if (T == 1) break;
     }
-    free(w); free(x); free(bias); free(out); free(ws); free(wq); free(w4); free(copy);
+    free(x); free(bias); free(out);
+    free_test_weights(&tw);
     matmul_scratch_free(&scratch);
 }
 
@@ -292,32 +307,16 @@ static void check_elementwise_bits(void) {
 
 /* matmul() of every format and kernel (decode, prefill, packed or not) against the arithmetic */
 static void check_matmul_bits(int n, int d, int T, int type, int packed) {
-    float *w = malloc(sizeof(float) * d * n), *x = malloc(sizeof(float) * T * n), *bias = malloc(sizeof(float) * d);
-    float *got = malloc(sizeof(float) * T * d), *want = malloc(sizeof(float) * T * d), *ws = malloc(sizeof(float) * d * n / 32 + 4);
-    int8_t *wq = malloc((size_t)d * n), *copy = NULL, xq[1024];
-    uint8_t *w4 = malloc((size_t)d * n / 2 + 1);
-    float xs[32];
     uint64_t seed = 31 + n + d + T;
-    for (int i = 0; i < d * n; i++) w[i] = (float)(rng_uniform(&seed) * 2 - 1);
+    TestWeights tw = test_weights(type, packed, n, d, &seed);
+    const Matrix m = tw.m;
+    const float *w = tw.w, *ws = tw.ws;
+    const int8_t *wq = tw.wq;
+    float *x = malloc(sizeof(float) * T * n), *bias = malloc(sizeof(float) * d);
+    float *got = malloc(sizeof(float) * T * d), *want = malloc(sizeof(float) * T * d), xs[32];
+    int8_t xq[1024];
     for (int i = 0; i < T * n; i++) x[i] = (float)(rng_uniform(&seed) * 6 - 3);
     for (int i = 0; i < d; i++) bias[i] = (float)(rng_uniform(&seed) - 0.5);
-    Matrix m = {.type = type, .rows = d, .cols = n, .f32 = w};
-    if (type == WT_Q8_0) {
-        for (int r = 0; r < d; r++) quantize_q8(wq + (size_t)r * n, ws + r * (n / 32), w + (size_t)r * n, n);
-        m = (Matrix){.type = WT_Q8_0, .rows = d, .cols = n, .q = wq, .scale = ws};
-        if (packed) {
-            Matrix *list[1] = {&m};
-            copy = malloc(prepare_weights(list, 1, NULL) + 1);
-            prepare_weights(list, 1, copy);
-        }
-    }
-    if (type == WT_Q4_0) {
-        for (int r = 0; r < d; r++) quantize_q4_for_test(w4 + (size_t)r * n / 2, ws + r * (n / 32), wq + (size_t)r * n, w + (size_t)r * n, n);
-        m = (Matrix){.type = WT_Q4_0, .rows = d, .cols = n, .q4 = w4, .scale = ws};
-        Matrix *list[1] = {&m};
-        copy = malloc(prepare_weights(list, 1, NULL) + 1);
-        prepare_weights(list, 1, copy);
-    }
     MatmulScratch scratch = {0};
     matmul_scratch_init(&scratch, T, n, type);
     for (int pass = 0; pass < 2; pass++) { /* all T tokens at once (prefill), then one by one */
@@ -338,7 +337,8 @@ static void check_matmul_bits(int n, int d, int T, int type, int packed) {
         expect_bits(what, got, want, (size_t)T * d);
         if (T == 1) break;
     }
-    free(w); free(x); free(bias); free(got); free(want); free(ws); free(wq); free(w4); free(copy);
+    free(x); free(bias); free(got); free(want);
+    free_test_weights(&tw);
     matmul_scratch_free(&scratch);
 }
 

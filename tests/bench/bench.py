@@ -71,36 +71,43 @@ SHAPES = {  # name: (layers, heads, width)
 DTYPES = ("f32", "q8_0", "q4_0")
 
 
+def export(source: Path, out: Path, dtype: str) -> None:
+    r = sh(PYTHON, REPO / "export" / "export.py", source, out, "--dtype", dtype)
+    if r.returncode:
+        sys.exit(r.stderr.decode())
+
+
 def gpt2_shape(name: str) -> dict[str, Path]:
-    """The f32, q8_0 and q4_0 files of a GPT-2-shaped model with random weights, made once."""
+    """The f32, q8_0 and q4_0 files of a GPT-2-shaped model with random weights, made once:
+    float32 from a checkpoint, the quantized ones from the float32 file."""
     tag = "124m" if name == "124M" else name
     files = {dtype: OUT / f"gpt2_{tag}_{dtype}.bin" for dtype in DTYPES}
-    if all(f.exists() for f in files.values()):
-        return files
-    if files["f32"].exists():  # the quantized files from the float32 one
-        for dtype, path in files.items():
-            if not path.exists():
-                r = sh(PYTHON, REPO / "export" / "export.py", files["f32"], path, "--dtype", dtype)
-                if r.returncode:
-                    sys.exit(r.stderr.decode())
-        return files
-    import torch
-    from common import gpt2_tokenizer
-    from export import save_checkpoint
-    from model import GPT, GPTConfig
-    torch.set_num_threads(2)
-    OUT.mkdir(exist_ok=True)
-    layers, heads, width = SHAPES[name]
-    cfg = GPTConfig(n_layer=layers, n_head=heads, n_embd=width, n_hidden=4 * width, n_ctx=1024,
-                    vocab_size=50257, vocab_padded=50257, gelu="tanh", bias=True, tied_head=True)
-    ckpt = OUT / f"gpt2_{tag}.pt"
-    save_checkpoint(ckpt, GPT(cfg).init_random(124, std=0.02), gpt2_tokenizer())
+    if not files["f32"].exists():
+        import torch
+        from common import gpt2_tokenizer
+        from export import save_checkpoint
+        from model import GPT, GPTConfig
+        torch.set_num_threads(2)
+        OUT.mkdir(exist_ok=True)
+        layers, heads, width = SHAPES[name]
+        cfg = GPTConfig(n_layer=layers, n_head=heads, n_embd=width, n_hidden=4 * width, n_ctx=1024,
+                        vocab_size=50257, vocab_padded=50257, gelu="tanh", bias=True, tied_head=True)
+        ckpt = OUT / f"gpt2_{tag}.pt"
+        save_checkpoint(ckpt, GPT(cfg).init_random(124, std=0.02), gpt2_tokenizer())
+        export(ckpt, files["f32"], "f32")
+        ckpt.unlink()
     for dtype, path in files.items():
-        r = sh(PYTHON, REPO / "export" / "export.py", ckpt, path, "--dtype", dtype)
-        if r.returncode:
-            sys.exit(r.stderr.decode())
-    ckpt.unlink()
+        if not path.exists():
+            export(files["f32"], path, dtype)
     return files
+
+
+def heldout_text() -> Path:
+    """The books held out of the shipped model's training (export/kjv.py writes them)."""
+    text = REPO / "tests" / "tmp" / "kjv" / "heldout.txt"
+    if not text.exists():
+        sh(PYTHON, REPO / "export" / "kjv.py", text.parent, check=True)
+    return text
 
 
 def gpt2_124m() -> dict[str, Path]:
@@ -162,9 +169,7 @@ def spread(values: list[float]) -> float:
 
 def prompt_of(model: Path, n: int) -> Path:
     """A file whose text is exactly n tokens for this model."""
-    text = (REPO / "tests" / "tmp" / "kjv" / "heldout.txt")
-    if not text.exists():
-        sh(PYTHON, REPO / "export" / "kjv.py", text.parent, check=True)
+    text = heldout_text()
     ids = sh(RUN, model, "--tokenize", "-f", text).stdout.split()[:n]
     from export import read_tokenizer
     raw = model.open("rb").read(64 << 20)  # the header and tokenizer come first
@@ -246,9 +251,7 @@ def models_table(runs: int, shapes: list[str]) -> None:
 def quality_table() -> None:
     """Held-out bits per byte of the shipped model with its weights as float32, q8_0, q4_0."""
     shipped = REPO / "models" / "kjv.bin"
-    heldout = REPO / "tests" / "tmp" / "kjv" / "heldout.txt"
-    if not heldout.exists():
-        sh(PYTHON, REPO / "export" / "kjv.py", heldout.parent, check=True)
+    heldout = heldout_text()
     print()
     print(f"Shipped model, held-out text ({heldout.stat().st_size / 1e3:.0f} kB, `run --perplexity`):")
     print("| weights | file MB | bits per byte | vs float32 |")
@@ -257,7 +260,7 @@ def quality_table() -> None:
     for dtype in DTYPES:
         path = shipped if dtype == "f32" else OUT / f"kjv_{dtype}.bin"
         if dtype != "f32" and not path.exists():
-            sh(PYTHON, REPO / "export" / "export.py", shipped, path, "--dtype", dtype, check=True)
+            export(shipped, path, dtype)
         r = sh(RUN, path, "--perplexity", heldout)
         bpb = float(re.search(r"bpb=([0-9.]+)", r.stdout.decode())[1])
         base = base or bpb
