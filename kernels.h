@@ -35,10 +35,12 @@
  *   attention of a query q at position pos over keys k_j, values v_j, j <= pos: score_j = fma
  *     chain over d of (q_d * (1 / sqrt(head_size))) * k_jd; softmax; out_d = fma chain over j
  *     of weight_j * v_jd.
- *   float32 matrix-vector product (decode): 64 partial sums, partial l an fma chain over the
- *     k = l, l + 64, l + 128, ... in order; then p_i += p_{i+32} for i < 32, p_i += p_{i+16}
- *     for i < 16, and so on down to p_0 + p_1 (a fixed tree); then + bias.
- *   float32 prefill: each output an fma chain over k in order, then + bias.
+ *   float32 matrix-vector product (decode, of one token or of each of several samples): 64
+ *     partial sums, partial l an fma chain over the k = l, l + 64, l + 128, ... in order; then
+ *     p_i += p_{i+32} for i < 32, p_i += p_{i+16} for i < 16, and so on down to p_0 + p_1 (a
+ *     fixed tree); then + bias.
+ *   float32 prefill (two or more tokens of one sequence): each output an fma chain over k in
+ *     order, then + bias.
  *   q8_0 products (kernels_q8.h): exact integer dot products per group of 32, then an fma chain
  *     over the groups in order of dot_g * (weight scale_g * activation scale_g); then + bias.
  *   LayerNorm, embeddings and residual adds: plain float32 operations in order.
@@ -102,6 +104,7 @@ typedef struct {
 #define SPAN 8192
 
 static inline int min_int(int a, int b) { return a < b ? a : b; }
+static inline int max_int(int a, int b) { return a > b ? a : b; }
 static inline int round_up16(int n) { return (n + 15) / 16 * 16; }
 
 /* ---- a vector of VW floats: the one place that differs between instruction sets ---------
@@ -335,6 +338,62 @@ static inline __attribute__((always_inline)) float dot_f32(const float *w, const
     return vf_reduce(acc[0]);
 }
 
+/* Several samples' decode steps: every (row, token) product with dot_f32's arithmetic, for a
+ * tile of DECODE_ROWS rows x DECODE_TOKENS tokens. dot_f32's partial-sum vector v (the k with
+ * k mod 64 in [v VW, v VW + VW)) is an FMA chain of its own, so the tile computes v = 0, 1, ...
+ * in turn, each for all its (row, token) pairs at once: every weight vector loaded serves
+ * DECODE_TOKENS chains and every input vector DECODE_ROWS, where dot_f32 loads both for each
+ * FMA. Then each pair's vectors go through dot_f32's tree. A part tile repeats its last row or
+ * token; those sums are not stored. */
+#if defined(__AVX512F__) || defined(__ARM_NEON)
+#define DECODE_ROWS 4 /* 24 accumulators, 4 weights and an input in 32 registers */
+#define DECODE_TOKENS 6
+#else
+#define DECODE_ROWS 3 /* 12 accumulators, 3 weights and an input in AVX2's 16 registers */
+#define DECODE_TOKENS 4
+#endif
+static inline void decode_tile_f32(float *out, int ld_out, const float *const *wrow, const float *const *xrow,
+                                   int n, const float *bias, int rows, int tokens) {
+    vf part[DECODE_ROWS][DECODE_TOKENS][64 / VW];
+    int whole = n / 64 * 64;
+    float wp[DECODE_ROWS][64], xp[DECODE_TOKENS][64]; /* the part block at the end, zero-padded */
+    if (whole < n) {
+        for (int r = 0; r < DECODE_ROWS; r++) {
+            memset(wp[r], 0, sizeof wp[r]);
+            memcpy(wp[r], wrow[r] + whole, (size_t)(n - whole) * sizeof(float));
+        }
+        for (int t = 0; t < DECODE_TOKENS; t++) {
+            memset(xp[t], 0, sizeof xp[t]);
+            memcpy(xp[t], xrow[t] + whole, (size_t)(n - whole) * sizeof(float));
+        }
+    }
+    for (int v = 0; v < 64 / VW; v++) {
+        vf acc[DECODE_ROWS][DECODE_TOKENS];
+        for (int r = 0; r < DECODE_ROWS; r++)
+            for (int t = 0; t < DECODE_TOKENS; t++) acc[r][t] = vf_set1(0.0f);
+        for (int k = v * VW; k < whole; k += 64) {
+            vf wv[DECODE_ROWS];
+            for (int r = 0; r < DECODE_ROWS; r++) wv[r] = vf_load(wrow[r] + k);
+            for (int t = 0; t < DECODE_TOKENS; t++) {
+                vf xv = vf_load(xrow[t] + k);
+                for (int r = 0; r < DECODE_ROWS; r++) acc[r][t] = vf_fma(wv[r], xv, acc[r][t]);
+            }
+        }
+        if (whole < n)
+            for (int r = 0; r < DECODE_ROWS; r++)
+                for (int t = 0; t < DECODE_TOKENS; t++)
+                    acc[r][t] = vf_fma(vf_load(wp[r] + v * VW), vf_load(xp[t] + v * VW), acc[r][t]);
+        for (int r = 0; r < DECODE_ROWS; r++)
+            for (int t = 0; t < DECODE_TOKENS; t++) part[r][t][v] = acc[r][t];
+    }
+    for (int t = 0; t < tokens; t++)
+        for (int r = 0; r < rows; r++) {
+            vf *p = part[r][t];
+            for (int half = 64 / VW / 2; half >= 1; half /= 2) /* dot_f32's tree */
+                for (int v = 0; v < half; v++) p[v] = vf_add(p[v], p[v + half]);
+            out[(size_t)t * ld_out + r] = vf_reduce(p[0]) + (bias ? bias[r] : 0.0f);
+        }
+}
 
 /* Prefill tiles: TILE_ROWS rows of W x TILE_TOKENS tokens in outer-product form. The tokens
  * come transposed, xt (n, TILE_TOKENS) per tile (transpose_tokens), so step k loads the tile's
@@ -501,14 +560,32 @@ static void transpose_tokens(float *xt, const float *x, int T, int n) {
                 t < T ? x[(size_t)t * n + job] : 0.0f;
 }
 
-/* float32 W: decode, one pass over W with its rows split between threads; prefill, tiles of
- * TILE_ROWS rows, each used for every tile of tokens while it sits in cache. */
-static void f32_matmul(float *out, const float *x, const Matrix *w, const float *bias, int T,
+/* float32 W: decode, one pass over W with its rows split between threads (for one token, or
+ * for the T tokens of T samples decoding together); prefill, tiles of TILE_ROWS rows, each used
+ * for every tile of tokens while it sits in cache. */
+static void f32_matmul(float *out, const float *x, const Matrix *w, const float *bias, int T, int decode,
                        MatmulScratch *scratch) {
     int n = w->cols, d = w->rows, i;
     if (T == 1) {
 #pragma omp parallel for schedule(static)
         for (i = 0; i < d; i++) out[i] = dot_f32(w->f32 + (size_t)i * n, x, n) + (bias ? bias[i] : 0.0f);
+        return;
+    }
+    if (decode) { /* T samples' decode steps: tiles of DECODE_ROWS rows, each row read from
+                     memory once and then from cache for every tile of tokens */
+#pragma omp parallel for schedule(static)
+        for (i = 0; i < (d + DECODE_ROWS - 1) / DECODE_ROWS; i++) {
+            int r0 = i * DECODE_ROWS, rows = min_int(DECODE_ROWS, d - r0);
+            const float *wrow[DECODE_ROWS], *xrow[DECODE_TOKENS];
+            for (int r = 0; r < DECODE_ROWS; r++) wrow[r] = w->f32 + (size_t)(r0 + min_int(r, rows - 1)) * n;
+            /* the tile reads its rows in strides of 64 floats: ask for them whole first */
+            for (size_t k = 0; k < (size_t)rows * n; k += 16) __builtin_prefetch(wrow[0] + k, 0, 3);
+            for (int t0 = 0; t0 < T; t0 += DECODE_TOKENS) {
+                int tokens = min_int(DECODE_TOKENS, T - t0);
+                for (int t = 0; t < DECODE_TOKENS; t++) xrow[t] = x + (size_t)(t0 + min_int(t, tokens - 1)) * n;
+                decode_tile_f32(out + (size_t)t0 * d + r0, d, wrow, xrow, n, bias ? bias + r0 : NULL, rows, tokens);
+            }
+        }
         return;
     }
     transpose_tokens(scratch->xt, x, T, n);
@@ -692,12 +769,15 @@ static inline int quant_at(const Matrix *m, size_t i) {
     return q4_quant(m->q4 + i / Q8_GROUP * (Q8_GROUP / 2), (int)(i % Q8_GROUP));
 }
 
-/* out (T, w->rows) = x (T, w->cols) @ W^T + bias (w->rows, or NULL), by weight format. */
-static void matmul(float *out, const float *x, const Matrix *w, const float *bias, int T,
+/* out (T, w->rows) = x (T, w->cols) @ W^T + bias (w->rows, or NULL), by weight format. decode:
+ * the T tokens are decode steps of T separate samples, so float32 gives each the decode
+ * arithmetic (a sample's numbers are then those of a run on its own); T = 1 always is. The
+ * quantized formats have one arithmetic for both. */
+static void matmul(float *out, const float *x, const Matrix *w, const float *bias, int T, int decode,
                    MatmulScratch *scratch) {
     if (w->type == WT_Q8_0) q8_matmul(out, x, w, bias, T, scratch);
     else if (w->type == WT_Q4_0) q4_matmul(out, x, w, bias, T, scratch);
-    else f32_matmul(out, x, w, bias, T, scratch);
+    else f32_matmul(out, x, w, bias, T, decode, scratch);
 }
 
 /* Buffers for matmul() on up to max_tokens tokens of at most max_cols inputs. Returns 0 when

@@ -125,20 +125,22 @@ typedef struct {
 #define PREFILL_BLOCK 128
 
 typedef struct {
-    int block;       /* most tokens one forward() call takes: min(n_ctx, PREFILL_BLOCK) */
-    float *x;        /* (block, n_embd) the residual stream */
-    float *xb;       /* (block, n_embd) LayerNorm output, then the heads' concatenated outputs */
-    float *xb2;      /* (block, n_embd) output of a projection, added to the residual */
-    float *qkv;      /* (block, 3*n_embd) query, key and value of each position */
-    float *hb;       /* (block, n_hidden) feed-forward hidden activations */
-    float *logits;   /* (block, vocab_size) scores of the next token */
+    int block;       /* most tokens of a prompt one forward() call takes: min(n_ctx, PREFILL_BLOCK) */
+    int n_seq;       /* sequences with a key/value cache: the samples decoded together (--samples) */
+    int rows;        /* most tokens a forward() call takes: max(block, n_seq) */
+    float *x;        /* (rows, n_embd) the residual stream */
+    float *xb;       /* (rows, n_embd) LayerNorm output, then the heads' concatenated outputs */
+    float *xb2;      /* (rows, n_embd) output of a projection, added to the residual */
+    float *qkv;      /* (rows, 3*n_embd) query, key and value of each position */
+    float *hb;       /* (rows, n_hidden) feed-forward hidden activations */
+    float *logits;   /* (rows, vocab_size) scores of the next token */
     float *att;      /* attention()'s scratch, one slice of att_slice floats per (query block,
-                        head): (block / ATTENTION_BLOCK, n_head, att_slice) */
+                        head): (max(block / ATTENTION_BLOCK, n_seq), n_head, att_slice) */
     size_t att_slice;
-    MatmulScratch mm; /* matmul()'s buffers, sized for block tokens */
-    float *key_cache;   /* (layer, n_head, head_size, ctx16): keys transposed, position j's
+    MatmulScratch mm; /* matmul()'s buffers, sized for rows tokens */
+    float *key_cache;   /* (n_seq, layer, n_head, head_size, ctx16): keys transposed, position j's
                            dimension d at [d * ctx16 + j], ctx16 = n_ctx rounded up to 16 */
-    float *value_cache; /* (layer, n_head, n_ctx, hs16): hs16 = head_size rounded up to 16 */
+    float *value_cache; /* (n_seq, layer, n_head, n_ctx, hs16): hs16 = head_size rounded up to 16 */
     float *att_record;  /* (layer, n_head, T, T) attention weights kept for --attention, or NULL */
     int att_record_len; /* T */
     /* Set by tests/trace.c only: sees the input and output of every matrix product. */
@@ -388,29 +390,49 @@ static float *sinusoid_table(int n_ctx, int n_embd) {
     return pe;
 }
 
-static void build_state(RunState *s, const Config *c) {
-    size_t C = (size_t)c->n_embd, H = (size_t)c->n_hidden, B;
-    /* per layer and head: head_size x ctx16 keys, n_ctx x hs16 values (attention()'s layout) */
+/* Bytes of one sequence's key (or value) cache: per layer and head, head_size x ctx16 keys or
+ * n_ctx x hs16 values (attention()'s layout). */
+static uint64_t cache_bytes(const Config *c) {
     uint64_t per_head = (uint64_t)round_up16(c->n_ctx) * (uint64_t)round_up16(c->head_size);
-    uint64_t cache = mul_or_die(mul_or_die((uint64_t)c->n_layer * (uint64_t)c->n_head, per_head, "KV cache"),
-                                sizeof(float), "KV cache");
-    if (cache > SIZE_MAX / 2) die("model file: the key/value cache would need %llu bytes",
-                                  (unsigned long long)cache);
+    return mul_or_die(mul_or_die((uint64_t)c->n_layer * (uint64_t)c->n_head, per_head, "KV cache"),
+                      sizeof(float), "KV cache");
+}
+
+/* The memory this machine has, in bytes (0 if unknown). */
+static double physical_memory(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (double)pages * (double)page : 0.0;
+}
+
+/* Buffers for forward() and key/value caches for n_seq sequences. More samples than this
+ * machine's memory holds are refused here, before anything is allocated for them. */
+static void build_state(RunState *s, const Config *c, int n_seq, size_t file_size) {
+    size_t C = (size_t)c->n_embd, H = (size_t)c->n_hidden, B;
     s->block = c->n_ctx < PREFILL_BLOCK ? c->n_ctx : PREFILL_BLOCK;
-    B = (size_t)s->block;
+    s->n_seq = n_seq;
+    s->rows = n_seq > s->block ? n_seq : s->block;
+    s->att_slice = attention_scratch_floats(c->n_ctx, c->head_size);
+    size_t blocks = (size_t)max_int((s->block + ATTENTION_BLOCK - 1) / ATTENTION_BLOCK, n_seq) * (size_t)c->n_head;
+    double cache = (double)cache_bytes(c), memory = physical_memory();
+    /* per sequence: its caches, a row of every buffer, its attention scratch and its sampler */
+    double per_seq = 2 * cache + 4.0 * (6 * C + H + (size_t)c->vocab_size) + C +
+                     4.0 * (double)c->n_head * (double)s->att_slice + 25.0 * c->vocab_size;
+    if (n_seq > 1 && memory > 0 && (double)file_size + n_seq * per_seq > memory)
+        die("--samples %d needs %.3g GB for the samples' key/value caches and buffers, more than this "
+            "machine's %.3g GB of memory", n_seq, n_seq * per_seq / 1e9, memory / 1e9);
+    if (cache > SIZE_MAX / 2 / n_seq) die("model file: the key/value cache would need %.3g bytes", cache * n_seq);
+    B = (size_t)s->rows;
     s->x = malloc_or_die(B * C * sizeof(float), "x");
     s->xb = malloc_or_die(B * C * sizeof(float), "xb");
     s->xb2 = malloc_or_die(B * C * sizeof(float), "xb2");
     s->qkv = malloc_or_die(B * 3 * C * sizeof(float), "qkv");
     s->hb = malloc_or_die(B * H * sizeof(float), "hb");
     s->logits = malloc_or_die(B * (size_t)c->vocab_size * sizeof(float), "logits");
-    s->att_slice = attention_scratch_floats(c->n_ctx, c->head_size);
-    size_t blocks = (B + ATTENTION_BLOCK - 1) / ATTENTION_BLOCK * (size_t)c->n_head;
     s->att = malloc_or_die(blocks * s->att_slice * sizeof(float), "attention");
-    if (!matmul_scratch_init(&s->mm, s->block, C > H ? (int)C : (int)H, c->weight_type))
+    if (!matmul_scratch_init(&s->mm, s->rows, C > H ? (int)C : (int)H, c->weight_type))
         die("out of memory for the matrix products' buffers");
-    s->key_cache = malloc_or_die((size_t)cache, "key cache");
-    s->value_cache = malloc_or_die((size_t)cache, "value cache");
+    s->key_cache = malloc_or_die((size_t)cache * n_seq, "key cache");
+    s->value_cache = malloc_or_die((size_t)cache * n_seq, "value cache");
 }
 
 static void free_state(RunState *s) {
@@ -460,14 +482,14 @@ static void load_model(Transformer *t, const uint8_t *data, size_t size) {
 
 /* What generation needs beyond the file: the sinusoid table, the run-time buffers and, for
  * the kernels that want it, the weight matrices rearranged once (kernels.h's prepare_weights). */
-static void build_run(Transformer *t) {
+static void build_run(Transformer *t, int n_seq) {
     const Config *c = &t->config;
     TransformerWeights *w = &t->weights;
     if (c->pos_kind == POS_SINUSOIDAL) {
         t->sinusoid = sinusoid_table(c->n_ctx, c->n_embd);
         w->wpe = t->sinusoid;
     }
-    build_state(&t->state, c);
+    build_state(&t->state, c, n_seq, t->file_size);
     int count = 0;
     Matrix **matrices = malloc_or_die((4 * (size_t)c->n_layer + 1) * sizeof(Matrix *), "matrix list");
     for (int l = 0; l < c->n_layer; l++) {
@@ -492,7 +514,8 @@ static double now_seconds(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static void build_transformer(Transformer *t, const char *path) {
+/* The model at path, ready to run n_seq sequences at once (1, or --samples). */
+static void build_transformer(Transformer *t, const char *path, int n_seq) {
     memset(t, 0, sizeof *t);
     double start = now_seconds();
     int fd = open(path, O_RDONLY);
@@ -510,7 +533,7 @@ static void build_transformer(Transformer *t, const char *path) {
     if (map == MAP_FAILED) die("cannot map model file '%s': %s", path, strerror(errno));
     t->mapped = 1;
     load_model(t, map, (size_t)st.st_size);
-    if (t->config.n_layer > 0) build_run(t);
+    if (t->config.n_layer > 0) build_run(t, n_seq);
     t->load_seconds = now_seconds() - start;
 }
 
@@ -526,11 +549,12 @@ static void free_transformer(Transformer *t) {
 }
 
 /* ---------------------------------------------------------------------------------------
- * The forward pass for T tokens at positions pos .. pos+T-1 (T = 1 when generating, up to
- * state.block for a prompt). It fills the key/value cache and returns the logits of the last
- * position, or of every position, (T, vocab_size), when all_logits is set. Mirrors GPT.forward
- * in export/model.py: every step below works on all T positions at once, with the operations
- * of kernels.h. */
+ * The forward pass for T tokens: consecutive positions of one sequence (T = 1 when generating,
+ * up to state.block for a prompt), or the next token of each of T samples (Positions, below).
+ * It fills the key/value cache and returns the logits of the last token, or of every token,
+ * (T, vocab_size), when all_logits is set (always with samples). Mirrors GPT.forward in
+ * export/model.py: every step below works on all T tokens at once, with the operations of
+ * kernels.h. */
 
 /* token embedding plus positional encoding, into x (n_embd) */
 static void embed(const Transformer *t, float *x, uint32_t token, int pos) {
@@ -546,27 +570,41 @@ static void embed(const Transformer *t, float *x, uint32_t token, int pos) {
     }
 }
 
-/* nn.Linear on T positions: out (T, rows) = x (T, cols) @ W^T + bias */
-static void linear(RunState *s, float *out, const float *x, const Matrix *w, const float *bias, int T) {
-    matmul(out, x, w, bias, T, &s->mm);
+/* nn.Linear on T tokens: out (T, rows) = x (T, cols) @ W^T + bias; decode: the tokens are
+ * samples' decode steps (kernels.h's matmul) */
+static void linear(RunState *s, float *out, const float *x, const Matrix *w, const float *bias, int T, int decode) {
+    matmul(out, x, w, bias, T, decode, &s->mm);
     if (s->observe_product) s->observe_product(w, x, out, T);
 }
 
-/* One head's keys and values in layer l's cache (the layout of RunState's comments). */
-static float *head_keys(Transformer *t, int l, int h) {
+/* Where the T tokens of a forward() call are: consecutive positions pos, pos+1, ... of one
+ * sequence (a prompt's block, or a decode step of a single run), or, with samples, the next
+ * token of each of T samples, all at position pos (--samples: samples decode together). */
+typedef struct {
+    int pos;            /* position of the first token, or of every one with samples */
+    int seq;            /* the sequence of all T tokens, without samples */
+    const int *samples; /* (T) or NULL: token i is the next one of sequence samples[i] */
+} Positions;
+
+static Positions in_sequence(int seq, long pos) { return (Positions){(int)pos, seq, NULL}; }
+static int position_of(const Positions *at, int i) { return at->samples ? at->pos : at->pos + i; }
+static int sequence_of(const Positions *at, int i) { return at->samples ? at->samples[i] : at->seq; }
+
+/* One head's keys and values in layer l's cache of sequence seq (RunState's layout). */
+static float *head_keys(Transformer *t, int seq, int l, int h) {
     const Config *c = &t->config;
     size_t per_head = (size_t)round_up16(c->n_ctx) * round_up16(c->head_size);
-    return t->state.key_cache + ((size_t)l * c->n_head + h) * per_head;
+    return t->state.key_cache + (((size_t)seq * c->n_layer + l) * c->n_head + h) * per_head;
 }
 
-static float *head_values(Transformer *t, int l, int h) {
+static float *head_values(Transformer *t, int seq, int l, int h) {
     const Config *c = &t->config;
     size_t per_head = (size_t)round_up16(c->n_ctx) * round_up16(c->head_size);
-    return t->state.value_cache + ((size_t)l * c->n_head + h) * per_head;
+    return t->state.value_cache + (((size_t)seq * c->n_layer + l) * c->n_head + h) * per_head;
 }
 
-/* Layer l's keys and values of positions pos..pos+T-1 (from qkv) into the cache. */
-static void store_keys_values(Transformer *t, int l, int T, int pos) {
+/* Layer l's keys and values of the T tokens (from qkv) into their sequences' caches. */
+static void store_keys_values(Transformer *t, int l, int T, const Positions *at) {
     const Config *c = &t->config;
     RunState *s = &t->state;
     int C = c->n_embd, hs = c->head_size, ctx16 = round_up16(c->n_ctx), hs16 = round_up16(hs);
@@ -574,81 +612,86 @@ static void store_keys_values(Transformer *t, int l, int T, int pos) {
     int h;
 #pragma omp parallel for schedule(static) if (T > 1)
     for (h = 0; h < c->n_head; h++) {
-        float *keys = head_keys(t, l, h), *values = head_values(t, l, h);
         for (int i = 0; i < T; i++) {
+            float *keys = head_keys(t, sequence_of(at, i), l, h), *values = head_values(t, sequence_of(at, i), l, h);
             const float *key = s->qkv + i * C3 + C + h * hs, *value = key + C;
-            for (int d = 0; d < hs; d++) keys[(size_t)d * ctx16 + pos + i] = key[d];
-            memcpy(values + (size_t)(pos + i) * hs16, value, (size_t)hs * sizeof(float));
+            int pos = position_of(at, i);
+            for (int d = 0; d < hs; d++) keys[(size_t)d * ctx16 + pos] = key[d];
+            memcpy(values + (size_t)pos * hs16, value, (size_t)hs * sizeof(float));
         }
     }
 }
 
-/* Causal attention of positions pos..pos+T-1 in layer l, every head: the queries in qkv, keys
- * and values in the cache; each head's output is its head_size slice of xb. The work is split
- * between threads by (block of up to ATTENTION_BLOCK positions, head). */
-static void multi_head_attention(Transformer *t, int l, int T, int pos) {
+/* Causal attention of the T tokens in layer l, every head: the queries in qkv, keys and values
+ * in the cache of each token's sequence; each head's output is its head_size slice of xb. The
+ * work is split between threads by (block of up to ATTENTION_BLOCK consecutive positions, or
+ * one sample's token, head). */
+static void multi_head_attention(Transformer *t, int l, int T, const Positions *at) {
     const Config *c = &t->config;
     RunState *s = &t->state;
     int C = c->n_embd, hs = c->head_size, n_head = c->n_head, job;
-    int blocks = (T + ATTENTION_BLOCK - 1) / ATTENTION_BLOCK, len = s->att_record_len;
+    int per_block = at->samples ? 1 : ATTENTION_BLOCK;
+    int blocks = (T + per_block - 1) / per_block, len = s->att_record_len;
     size_t C3 = 3 * (size_t)C;
 #pragma omp parallel for schedule(dynamic, 1)
     for (job = 0; job < blocks * n_head; job++) {
-        int i = job / n_head * ATTENTION_BLOCK, h = job % n_head;
+        int i = job / n_head * per_block, h = job % n_head, seq = sequence_of(at, i), pos = position_of(at, i);
         AttentionBlock b = {
             .query = s->qkv + i * C3 + h * hs, .query_stride = (int)C3,
-            .keys = head_keys(t, l, h), .key_stride = round_up16(c->n_ctx),
-            .values = head_values(t, l, h), .value_stride = round_up16(hs),
+            .keys = head_keys(t, seq, l, h), .key_stride = round_up16(c->n_ctx),
+            .values = head_values(t, seq, l, h), .value_stride = round_up16(hs),
             .out = s->xb + (size_t)i * C + h * hs, .out_stride = C,
-            .pos = pos + i, .nq = min_int(ATTENTION_BLOCK, T - i), .head_size = hs,
+            .pos = pos, .nq = min_int(per_block, T - i), .head_size = hs,
             /* for the attention picture: row pos+i of this head's (len, len) weights */
-            .weights = s->att_record ? s->att_record + (((size_t)l * n_head + h) * len + pos + i) * len : NULL,
+            .weights = s->att_record ? s->att_record + (((size_t)l * n_head + h) * len + pos) * len : NULL,
             .weights_stride = len,
         };
         attention(&b, s->att + (size_t)job * s->att_slice);
     }
 }
 
-static float *forward(Transformer *t, const uint32_t *tokens, int T, int pos, int all_logits) {
+static float *forward(Transformer *t, const uint32_t *tokens, int T, Positions at, int all_logits) {
     const Config *c = &t->config;
     const TransformerWeights *w = &t->weights;
     RunState *s = &t->state;
     int C = c->n_embd, H = c->n_hidden;
+    int decode = T == 1 || at.samples; /* every token by itself: the decode arithmetic */
     float *x = s->x;
 
     /* token embedding plus positional encoding */
-    for (int i = 0; i < T; i++) embed(t, x + (size_t)i * C, tokens[i], pos + i);
+    for (int i = 0; i < T; i++) embed(t, x + (size_t)i * C, tokens[i], position_of(&at, i));
 
     for (int l = 0; l < c->n_layer; l++) {
         const LayerWeights *L = &w->layer[l];
 
         /* attention: LayerNorm, fused query/key/value projection */
         layernorm(s->xb, x, L->ln_1_weight, L->ln_1_bias, T, C, c->ln_eps);
-        linear(s, s->qkv, s->xb, &L->c_attn, L->c_attn_bias, T);
+        linear(s, s->qkv, s->xb, &L->c_attn, L->c_attn_bias, T, decode);
 
-        /* causal multi-head attention: each position's key and value go to the cache, then each
-         * (position, head) attends over the cache up to its position and writes its slice of xb */
-        store_keys_values(t, l, T, pos);
-        multi_head_attention(t, l, T, pos);
+        /* causal multi-head attention: each token's key and value go to its sequence's cache,
+         * then each (token, head) attends over that cache up to its position and writes its
+         * slice of xb */
+        store_keys_values(t, l, T, &at);
+        multi_head_attention(t, l, T, &at);
 
         /* output projection and residual */
-        linear(s, s->xb2, s->xb, &L->attn_proj, L->attn_proj_bias, T);
+        linear(s, s->xb2, s->xb, &L->attn_proj, L->attn_proj_bias, T, decode);
         residual_add(x, s->xb2, T * C);
 
         /* feed-forward: LayerNorm, expand, GELU, project back, residual */
         layernorm(s->xb, x, L->ln_2_weight, L->ln_2_bias, T, C, c->ln_eps);
-        linear(s, s->hb, s->xb, &L->c_fc, L->c_fc_bias, T);
+        linear(s, s->hb, s->xb, &L->c_fc, L->c_fc_bias, T, decode);
         gelu(s->hb, T * H, c->gelu);
-        linear(s, s->xb2, s->hb, &L->mlp_proj, L->mlp_proj_bias, T);
+        linear(s, s->xb2, s->hb, &L->mlp_proj, L->mlp_proj_bias, T, decode);
         residual_add(x, s->xb2, T * C);
     }
 
     /* final LayerNorm and the output head (vocab_size rows: padded ones are never computed),
-     * for the last position unless all are wanted */
-    int first = all_logits ? 0 : T - 1;
+     * for the last token unless all are wanted */
+    int first = all_logits || at.samples ? 0 : T - 1;
     float *last = x + (size_t)first * C;
     layernorm(last, last, w->ln_f_weight, w->ln_f_bias, T - first, C, c->ln_eps);
-    linear(s, s->logits, last, &w->lm_head, NULL, T - first);
+    linear(s, s->logits, last, &w->lm_head, NULL, T - first, decode);
     return s->logits;
 }
 
@@ -657,13 +700,26 @@ static int block_at(const Transformer *t, long pos, long end) {
     return end - pos < t->state.block ? (int)(end - pos) : t->state.block;
 }
 
-/* The tokens ids[0..n) at positions 0..n-1 through forward() in blocks of up to state.block
- * (the prompt's prefill); returns the last position's logits. */
-static float *prefill(Transformer *t, const uint32_t *ids, long n) {
+/* The tokens ids[0..n) at positions 0..n-1 of sequence seq through forward() in blocks of up
+ * to state.block (the prompt's prefill); returns the last position's logits. */
+static float *prefill(Transformer *t, int seq, const uint32_t *ids, long n) {
     float *logits = NULL;
     for (long pos = 0; pos < n; pos += t->state.block)
-        logits = forward(t, ids + pos, block_at(t, pos, n), (int)pos, 0);
+        logits = forward(t, ids + pos, block_at(t, pos, n), in_sequence(seq, pos), 0);
     return logits;
+}
+
+/* Sequence from's cache of positions 0..n-1 copied to sequence to (a prompt prefilled once
+ * for every sample). */
+static void copy_sequence(Transformer *t, int from, int to, long n) {
+    const Config *c = &t->config;
+    size_t ctx16 = (size_t)round_up16(c->n_ctx), hs16 = (size_t)round_up16(c->head_size);
+    for (int l = 0; l < c->n_layer; l++)
+        for (int h = 0; h < c->n_head; h++) {
+            for (int d = 0; d < c->head_size; d++)
+                memcpy(head_keys(t, to, l, h) + d * ctx16, head_keys(t, from, l, h) + d * ctx16, (size_t)n * sizeof(float));
+            memcpy(head_values(t, to, l, h), head_values(t, from, l, h), (size_t)n * hs16 * sizeof(float));
+        }
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -834,7 +890,11 @@ static void set_team_size(int n) {
 
 /* What generate() is asked for besides the prompt. */
 typedef struct {
-    long max_new;          /* tokens to generate at most */
+    long max_new;          /* tokens to generate at most, per sample */
+    int samples;           /* continuations of the prompt decoded together (--samples) */
+    double temperature, top_p; /* the sampler (sampler.h) */
+    int top_k;
+    uint64_t seed;         /* sample i draws from the random stream of seed + i */
     int ignore_eos;        /* go on past end-of-text */
     int adapt_threads;     /* choose the team size per token (ThreadChoice); else keep it */
     int echo;              /* the prompt's bytes go to stdout before the generated ones */
@@ -844,6 +904,24 @@ typedef struct {
     double repeat_penalty; /* 1: off */
     long repeat_last;      /* tokens the penalty looks back on */
 } GenerateOptions;
+
+/* One continuation of the prompt: a plain run has one, --samples N has N, each in its own
+ * sequence of the key/value cache. */
+typedef struct {
+    uint32_t *tokens;   /* the sequence: prompt, then the generated tokens */
+    long n_tokens, cap;
+    long window;        /* tokens [window, n_tokens) are in its cache, at positions 0... */
+    long n_generated;
+    Sampler sampler;    /* seeded with seed + the sample's index */
+    float *logits;      /* (vocab_size) what its next token is sampled from */
+    float *own_logits;  /* (vocab_size) logits of a prefill, which every sample gets a copy of */
+    uint8_t tail[1024]; /* the last generated bytes, for the stop strings (each at most 256) */
+    size_t tail_len;
+    uint8_t *held;      /* generated bytes waiting until the sample's turn to be printed */
+    size_t held_len, held_cap;
+    int next;           /* the token just drawn */
+    int done;
+} Sample;
 
 /* Whether a stop string ends within the last `fresh` of the generated bytes held in tail (the
  * last tail_len of them): the token just generated completed one. */
@@ -864,86 +942,205 @@ static int same_terminal(void) {
            out.st_rdev == err.st_rdev;
 }
 
-/* Generation past the context window: the key/value cache holds the window, tokens
+/* Printing the samples in order: the first unfinished one streams as it is generated, the later
+ * ones hold their bytes until their turn. With several samples, each starts with a line of its
+ * own, "--- sample I of N, seed S ---", and ends with a newline that is not part of it. */
+typedef struct {
+    Output out;
+    Sample *sample;
+    int n, printing; /* samples, and the one printing now */
+    const GenerateOptions *g;
+    const uint8_t *prompt;
+    size_t prompt_len;
+} Printer;
+
+static void start_sample(Printer *p) {
+    if (p->n > 1) {
+        char line[96];
+        int len = snprintf(line, sizeof line, "--- sample %d of %d, seed %llu ---\n", p->printing + 1, p->n,
+                           (unsigned long long)(p->g->seed + (uint64_t)p->printing));
+        output_bytes(&p->out, (const uint8_t *)line, (size_t)len);
+    }
+    if (p->g->echo) output_bytes(&p->out, p->prompt, p->prompt_len);
+    Sample *sm = &p->sample[p->printing];
+    output_bytes(&p->out, sm->held, sm->held_len);
+    free(sm->held);
+    sm->held = NULL;
+}
+
+static void print_generated(Printer *p, int i, const uint8_t *bytes, size_t len) {
+    if (i == p->printing) { output_bytes(&p->out, bytes, len); return; }
+    Sample *sm = &p->sample[i];
+    if (sm->held_len + len > sm->held_cap) {
+        sm->held_cap = 2 * (sm->held_len + len) + 256;
+        sm->held = realloc(sm->held, sm->held_cap);
+        if (!sm->held) die("out of memory for the samples' text");
+    }
+    memcpy(sm->held + sm->held_len, bytes, len);
+    sm->held_len += len;
+}
+
+/* Sample i is finished: print it to the end, then every later one that is finished too, and
+ * start the first that is not. */
+static void finish_sample(Printer *p, int i) {
+    p->sample[i].done = 1;
+    while (p->printing < p->n && p->sample[p->printing].done) {
+        output_finish(&p->out);
+        if (p->n > 1) output_bytes(&p->out, (const uint8_t *)"\n", 1);
+        if (++p->printing < p->n) start_sample(p);
+    }
+}
+
+/* A sample's next token, drawn from its logits by its own sampler (samplers share nothing, so
+ * the samples draw at once). */
+static void draw_token(const Transformer *t, const GenerateOptions *g, Sample *sm) {
+    int vocab = t->config.vocab_size;
+    if (g->repeat_penalty != 1.0) {
+        long back = sm->n_tokens < g->repeat_last ? sm->n_tokens : g->repeat_last;
+        repeat_penalty(&sm->sampler, sm->logits, vocab, sm->tokens + sm->n_tokens - back, back, g->repeat_penalty);
+    }
+    sm->next = sample(&sm->sampler, sm->logits, vocab);
+}
+
+/* Sample i's token just drawn, printed (or held); returns 0 when it finishes the sample
+ * (end-of-text, a stop string, or max_new tokens), else 1: the token is to be fed back. */
+static int take_token(Transformer *t, const GenerateOptions *g, Printer *p, int i) {
+    Sample *sm = &p->sample[i];
+    int next = sm->next;
+    if (next == t->tokenizer.eot_id && !g->ignore_eos) return 0;
+    size_t len;
+    const uint8_t *bytes = tokenizer_token(&t->tokenizer, (uint32_t)next, &len);
+    print_generated(p, i, bytes, len);
+    sm->n_generated++;
+    if (sm->n_tokens == sm->cap) {
+        sm->tokens = realloc(sm->tokens, (size_t)(sm->cap *= 2) * sizeof(uint32_t));
+        if (!sm->tokens) die("out of memory for the generated tokens");
+    }
+    sm->tokens[sm->n_tokens++] = (uint32_t)next;
+    if (g->n_stop) { /* the last sizeof tail generated bytes */
+        size_t fresh = len < sizeof sm->tail ? len : sizeof sm->tail;
+        size_t drop = sm->tail_len + fresh > sizeof sm->tail ? sm->tail_len + fresh - sizeof sm->tail : 0;
+        memmove(sm->tail, sm->tail + drop, sm->tail_len - drop);
+        memcpy(sm->tail + sm->tail_len - drop, bytes + len - fresh, fresh);
+        sm->tail_len += fresh - drop;
+        if (completes_stop(g, sm->tail, sm->tail_len, fresh)) return 0;
+    }
+    /* fed back only when another token will be sampled after it */
+    return sm->n_generated < g->max_new;
+}
+
+/* Generation past the context window: a sample's key/value cache holds its window, tokens
  * [window, n_tokens) of the sequence at positions 0... When the next token would not fit
  * (position n_ctx), the window moves to the last g->keep tokens before it, which go through
  * the model again at positions 0..keep-1 with the new token after them (one prefill); then
  * decoding goes on. A prompt longer than the context keeps its last n_ctx tokens.
- * export/model.py's generate() does exactly this, so the tokens stay the reference's. */
-static void generate(Transformer *t, Sampler *sampler, const uint8_t *prompt, size_t prompt_len,
-                     const GenerateOptions *g) {
+ * export/model.py's generate() does exactly this, so the tokens stay the reference's.
+ * Samples (g->samples > 1): the prompt is prefilled once and its cache copied to every sample;
+ * then each step feeds the next token of every unfinished sample through one forward() call,
+ * each attending to its own cache. All of them are the same number of tokens long, so their
+ * windows move together. Sample i is byte for byte a plain run with seed + i: its numbers are
+ * computed with the same arithmetic (kernels.h's decode arithmetic). */
+static void generate(Transformer *t, const uint8_t *prompt, size_t prompt_len, const GenerateOptions *g) {
     const Config *c = &t->config;
+    int N = g->samples, vocab = c->vocab_size;
     long n_tokens;
-    uint32_t *tokens = encode_or_die(t, prompt, prompt_len, &n_tokens);
+    uint32_t *ids = encode_or_die(t, prompt, prompt_len, &n_tokens);
     int from_start = n_tokens == 0;
-    size_t cap = (size_t)n_tokens + 1 + (size_t)(g->max_new < 4096 ? g->max_new : 4096);
-    tokens = realloc(tokens, cap * sizeof(uint32_t));
-    if (!tokens) die("out of memory for the prompt's tokens");
-    if (from_start) tokens[n_tokens++] = start_token(t);
+    if (from_start) {
+        free(ids);
+        ids = malloc_or_die(sizeof(uint32_t), "the prompt's tokens");
+        ids[n_tokens++] = start_token(t);
+    }
     long window = 0;
     if (n_tokens > c->n_ctx) {
         window = n_tokens - c->n_ctx;
         fprintf(stderr, "note: the prompt is %ld tokens, longer than the context of %d: its first %ld "
                 "tokens were dropped\n", n_tokens, c->n_ctx, window);
     }
+    if (N > 1 && g->temperature == 0)
+        fprintf(stderr, "note: -t 0 (greedy) makes all %d samples the same\n", N);
 
-    Output out = {0};
-    if (g->echo && !from_start) output_bytes(&out, prompt, prompt_len);
+    Sample *samples = calloc((size_t)N, sizeof(Sample));
+    int *active = malloc_or_die((size_t)N * sizeof(int), "samples");           /* (N) sequences of this step */
+    uint32_t *next = malloc_or_die((size_t)N * sizeof(uint32_t), "samples");   /* (N) their tokens */
+    if (!samples) die("out of memory for the samples");
+    for (int i = 0; i < N; i++) {
+        Sample *sm = &samples[i];
+        sm->cap = n_tokens + 1 + (g->max_new < 4096 ? g->max_new : 4096);
+        sm->tokens = malloc_or_die((size_t)sm->cap * sizeof(uint32_t), "the samples' tokens");
+        memcpy(sm->tokens, ids, (size_t)n_tokens * sizeof(uint32_t));
+        sm->n_tokens = n_tokens;
+        sm->window = window;
+        sm->own_logits = malloc_or_die((size_t)vocab * sizeof(float), "the samples' logits");
+        sm->logits = sm->own_logits;
+        if (!build_sampler(&sm->sampler, vocab, g->temperature, g->top_k, g->top_p, g->seed + (uint64_t)i))
+            die("out of memory for the sampler");
+    }
+    free(ids);
+    Printer p = {.sample = samples, .n = N, .g = g, .prompt = prompt, .prompt_len = from_start ? 0 : prompt_len};
+    start_sample(&p);
 
-    /* the prompt through the model in blocks (prefill), filling the key/value cache */
+    /* the prompt through the model in blocks (prefill), filling the first sample's key/value
+     * cache; the others get a copy */
     double t0 = now_seconds();
     long n_prefilled = n_tokens - window;
-    float *logits = prefill(t, tokens + window, n_prefilled);
+    const float *logits = prefill(t, 0, samples[0].tokens + window, n_prefilled);
+    for (int i = 0; i < N; i++) {
+        memcpy(samples[i].own_logits, logits, (size_t)vocab * sizeof(float));
+        if (i > 0) copy_sequence(t, 0, i, n_prefilled);
+    }
     double t1 = now_seconds();
 
     ThreadChoice threads;
     thread_choice_init(&threads, g->adapt_threads ? thread_count() : 1);
-    uint8_t tail[1024]; /* the last generated bytes, for the stop strings (each at most 256) */
-    size_t tail_len = 0;
-    long n_generated = 0;
-    while (n_generated < g->max_new) {
-        if (g->repeat_penalty != 1.0) {
-            long back = n_tokens < g->repeat_last ? n_tokens : g->repeat_last;
-            repeat_penalty(sampler, logits, c->vocab_size, tokens + n_tokens - back, back, g->repeat_penalty);
+    if (g->max_new == 0) for (int i = 0; i < N; i++) finish_sample(&p, i);
+    for (;;) {
+        int T = 0, j;
+        for (int i = 0; i < N; i++) if (!samples[i].done) active[T++] = i;
+        if (T == 0) break;
+#pragma omp parallel for schedule(dynamic, 1) if (T > 1)
+        for (j = 0; j < T; j++) draw_token(t, g, &samples[active[j]]);
+        int fed = 0; /* each unfinished sample's token, fed back in one forward() call */
+        for (j = 0; j < T; j++) {
+            Sample *sm = &samples[active[j]];
+            if (!take_token(t, g, &p, active[j])) { finish_sample(&p, active[j]); continue; }
+            active[fed] = active[j];
+            next[fed++] = sm->tokens[sm->n_tokens - 1];
         }
-        int next = sample(sampler, logits, c->vocab_size);
-        if (next == t->tokenizer.eot_id && !g->ignore_eos) break;
-        size_t len;
-        const uint8_t *bytes = tokenizer_token(&t->tokenizer, (uint32_t)next, &len);
-        output_bytes(&out, bytes, len);
-        n_generated++;
-        if ((size_t)n_tokens == cap) {
-            tokens = realloc(tokens, (cap *= 2) * sizeof(uint32_t));
-            if (!tokens) die("out of memory for the generated tokens");
-        }
-        tokens[n_tokens++] = (uint32_t)next;
-        if (g->n_stop) { /* the last sizeof tail generated bytes */
-            size_t fresh = len < sizeof tail ? len : sizeof tail, drop = tail_len + fresh > sizeof tail ? tail_len + fresh - sizeof tail : 0;
-            memmove(tail, tail + drop, tail_len - drop);
-            memcpy(tail + tail_len - drop, bytes + len - fresh, fresh);
-            tail_len += fresh - drop;
-            if (completes_stop(g, tail, tail_len, fresh)) break;
-        }
-        /* feed the token back only when another one will be sampled after it */
-        if (n_generated == g->max_new) break;
-        if (n_tokens - 1 - window == c->n_ctx) { /* no room for it: move the window */
-            window = n_tokens - 1 - g->keep;
-            logits = prefill(t, tokens + window, g->keep + 1);
+        if ((T = fed) == 0) break;
+        Sample *first = &samples[active[0]]; /* all T are as long as this one */
+        if (first->n_tokens - 1 - first->window == c->n_ctx) { /* no room for the token: move the windows */
+            for (j = 0; j < T; j++) {
+                Sample *sm = &samples[active[j]];
+                sm->window = sm->n_tokens - 1 - g->keep;
+                logits = prefill(t, active[j], sm->tokens + sm->window, g->keep + 1);
+                memcpy(sm->own_logits, logits, (size_t)vocab * sizeof(float));
+                sm->logits = sm->own_logits;
+            }
             continue;
         }
         if (g->adapt_threads) set_team_size(thread_choice_next(&threads));
         double step = now_seconds();
-        logits = forward(t, tokens + n_tokens - 1, 1, (int)(n_tokens - 1 - window), 0);
-        if (g->adapt_threads) thread_choice_record(&threads, now_seconds() - step);
+        Positions at = {(int)(first->n_tokens - 1 - first->window), 0, active};
+        float *rows = forward(t, next, T, at, 0);
+        for (j = 0; j < T; j++) samples[active[j]].logits = rows + (size_t)j * vocab;
+        if (g->adapt_threads) thread_choice_record(&threads, (now_seconds() - step) / T);
     }
-    output_finish(&out);
+    output_finish(&p.out);
     if (g->adapt_threads) set_team_size(threads.size[0]);
     double t2 = now_seconds();
-    if (out.written && out.last != '\n' && same_terminal()) fputc('\n', stderr);
+    long n_generated = 0;
+    for (int i = 0; i < N; i++) {
+        n_generated += samples[i].n_generated;
+        free(samples[i].tokens);
+        free(samples[i].own_logits);
+        free_sampler(&samples[i].sampler);
+    }
+    free(samples); free(active); free(next);
+    if (p.out.written && p.out.last != '\n' && same_terminal()) fputc('\n', stderr);
     fprintf(stderr, "timing: load %.3f s, prompt %ld tokens %.2f tok/s, generated %ld tokens %.2f tok/s\n",
             t->load_seconds, n_prefilled, t1 > t0 ? n_prefilled / (t1 - t0) : 0.0, n_generated,
             t2 > t1 ? n_generated / (t2 - t1) : 0.0);
-    free(tokens);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -985,7 +1182,7 @@ static void write_logits(Transformer *t, const uint8_t *text, size_t len, const 
     OutFile out = create_or_die(path);
     for (long pos = 0; pos < n; pos += t->state.block) {
         int T = block_at(t, pos, n);
-        const float *logits = forward(t, ids + pos, T, (int)pos, 1);
+        const float *logits = forward(t, ids + pos, T, in_sequence(0, pos), 1);
         fwrite(logits, sizeof(float), (size_t)T * (size_t)t->config.vocab_size, out.f);
     }
     commit_or_die(&out); /* a short write shows up in ferror there */
@@ -1007,7 +1204,7 @@ static void write_attention(Transformer *t, const uint8_t *text, size_t len, con
     RunState *s = &t->state;
     s->att_record_len = (int)n;
     s->att_record = malloc_or_die((size_t)c->n_layer * c->n_head * n * n * sizeof(float), "attention");
-    prefill(t, ids, n);
+    prefill(t, 0, ids, n);
 
     OutFile out = create_or_die(path);
     AttentionPicture picture = {model_path, &t->tokenizer, ids, n, c->n_layer, c->n_head, s->att_record};
@@ -1047,7 +1244,7 @@ static void perplexity(Transformer *t, const uint8_t *text, size_t len) {
             int T = block_at(t, chunk, end);
             /* a block whose targets the previous window scored only fills the cache */
             int scores = chunk + T + 1 > scored_to;
-            const float *all = forward(t, ids + chunk, T, (int)(chunk - begin), scores);
+            const float *all = forward(t, ids + chunk, T, in_sequence(0, chunk - begin), scores);
             for (int i = 0; scores && i < T; i++) {
                 long target = chunk + i + 1;
                 if (target < scored_to) continue; /* predicted by the previous window */
@@ -1155,6 +1352,8 @@ static void usage(FILE *f) {
         "      --keep N              tokens kept when the context is full (default: half of it)\n"
         "      --ignore-eos          keep generating past the end-of-text token\n"
         "      --no-echo             leave the prompt out of stdout\n"
+        "      --samples N           N continuations decoded together, sample i with seed S+i,\n"
+        "                            each after a line '--- sample I of N, seed S ---' (default 1)\n"
         "tool modes (one at a time, then exit):\n"
         "      --tokenize            show the prompt's tokens (coloured on a terminal)\n"
         "      --ids                 with --tokenize: only the ids, even on a terminal\n"
@@ -1225,7 +1424,7 @@ typedef struct {
     const char *model_path;
     const char *prompt, *prompt_file;
     const char *logits_path, *perplexity_path, *attention_path;
-    long max_new, top_k, threads, block, keep, repeat_last;
+    long max_new, top_k, threads, block, keep, repeat_last, samples;
     double temperature, top_p, repeat_penalty;
     uint64_t seed;
     int have_seed, ignore_eos, tokenize, ids_only, info, no_echo;
@@ -1238,7 +1437,8 @@ typedef struct {
 } Options;
 
 enum { OPT_BLOCK = 255, OPT_THREADS = 256, OPT_IGNORE_EOS, OPT_TOKENIZE, OPT_IDS, OPT_PERPLEXITY, OPT_ATTENTION,
-       OPT_INFO, OPT_LOGITS, OPT_STOP, OPT_KEEP, OPT_REPEAT_PENALTY, OPT_REPEAT_LAST, OPT_NO_ECHO, OPT_VERSION };
+       OPT_INFO, OPT_LOGITS, OPT_STOP, OPT_KEEP, OPT_REPEAT_PENALTY, OPT_REPEAT_LAST, OPT_NO_ECHO, OPT_VERSION,
+       OPT_SAMPLES };
 
 static void set_mode(Options *o, const char *flag) {
     if (o->mode && strcmp(o->mode, flag) != 0) die("%s and %s are two modes: give one at a time", o->mode, flag);
@@ -1252,6 +1452,7 @@ static const char *generation_only(int opt) {
     case 's': return "-s"; case OPT_IGNORE_EOS: return "--ignore-eos"; case OPT_STOP: return "--stop";
     case OPT_KEEP: return "--keep"; case OPT_REPEAT_PENALTY: return "--repeat-penalty";
     case OPT_REPEAT_LAST: return "--repeat-last"; case OPT_NO_ECHO: return "--no-echo";
+    case OPT_SAMPLES: return "--samples";
     default: return NULL;
     }
 }
@@ -1263,7 +1464,7 @@ static int takes_prompt(const Options *o) {
 
 static Options parse_options(int argc, char **argv) {
     Options o = {.max_new = 256, .block = PREFILL_BLOCK, .temperature = 1.0, .top_p = 0.9, .keep = -1,
-                 .repeat_penalty = 1.0, .repeat_last = 64};
+                 .repeat_penalty = 1.0, .repeat_last = 64, .samples = 1};
     static const struct option options[] = {
         {"prompt", required_argument, 0, 'i'},
         {"prompt-file", required_argument, 0, 'f'},
@@ -1280,6 +1481,7 @@ static Options parse_options(int argc, char **argv) {
         {"repeat-penalty", required_argument, 0, OPT_REPEAT_PENALTY},
         {"repeat-last", required_argument, 0, OPT_REPEAT_LAST},
         {"no-echo", no_argument, 0, OPT_NO_ECHO},
+        {"samples", required_argument, 0, OPT_SAMPLES},
         {"tokenize", no_argument, 0, OPT_TOKENIZE},
         {"ids", no_argument, 0, OPT_IDS},
         {"perplexity", required_argument, 0, OPT_PERPLEXITY},
@@ -1328,6 +1530,7 @@ static Options parse_options(int argc, char **argv) {
         case OPT_REPEAT_PENALTY: o.repeat_penalty = parse_double("--repeat-penalty", optarg, 1e-3, 1e3, NULL); break;
         case OPT_REPEAT_LAST: o.repeat_last = parse_long("--repeat-last", optarg, 1, INT_MAX); break;
         case OPT_NO_ECHO: o.no_echo = 1; break;
+        case OPT_SAMPLES: o.samples = parse_long("--samples", optarg, 1, 1L << 30); break;
         case OPT_TOKENIZE: set_mode(&o, "--tokenize"); o.tokenize = 1; break;
         case OPT_IDS: o.ids_only = 1; break;
         case OPT_PERPLEXITY: set_mode(&o, "--perplexity"); o.perplexity_path = optarg; break;
@@ -1382,7 +1585,7 @@ int main(int argc, char **argv) {
     uint8_t *text = takes_prompt(&o) ? read_prompt(&o, &text_len) : NULL;
 
     Transformer transformer;
-    build_transformer(&transformer, o.model_path);
+    build_transformer(&transformer, o.model_path, o.mode ? 1 : (int)o.samples);
     const Config *c = &transformer.config;
     if (transformer.state.block > o.block) transformer.state.block = (int)o.block;
     if (o.info) print_info(&transformer, o.model_path);
@@ -1403,15 +1606,12 @@ int main(int argc, char **argv) {
             die("--keep must be between 0 and %d (the context less one), got %ld", c->n_ctx - 1, o.keep);
         uint64_t seed = o.have_seed ? o.seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
         fprintf(stderr, "seed: %llu\n", (unsigned long long)seed);
-        Sampler sampler;
-        if (!build_sampler(&sampler, c->vocab_size, o.temperature, (int)o.top_k, o.top_p, seed))
-            die("out of memory for the sampler");
-        GenerateOptions g = {.max_new = o.max_new, .ignore_eos = o.ignore_eos, .adapt_threads = o.threads == 0,
-                             .echo = !o.no_echo, .keep = o.keep >= 0 ? o.keep : c->n_ctx / 2,
-                             .stop = o.stop, .n_stop = o.n_stop, .repeat_penalty = o.repeat_penalty,
-                             .repeat_last = o.repeat_last};
-        generate(&transformer, &sampler, text, text_len, &g);
-        free_sampler(&sampler);
+        GenerateOptions g = {.max_new = o.max_new, .samples = (int)o.samples, .temperature = o.temperature,
+                             .top_p = o.top_p, .top_k = (int)o.top_k, .seed = seed, .ignore_eos = o.ignore_eos,
+                             .adapt_threads = o.threads == 0, .echo = !o.no_echo,
+                             .keep = o.keep >= 0 ? o.keep : c->n_ctx / 2, .stop = o.stop, .n_stop = o.n_stop,
+                             .repeat_penalty = o.repeat_penalty, .repeat_last = o.repeat_last};
+        generate(&transformer, text, text_len, &g);
     }
     free_transformer(&transformer);
     free(text);

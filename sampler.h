@@ -33,6 +33,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A token that may be sampled, with its probability. */
+typedef struct {
+    double p;
+    int id;
+} Candidate;
+
+/* Each sampler owns all its state, so that samplers of several samples can run at once. */
 typedef struct {
     uint64_t rng_state;
     double temperature;
@@ -40,7 +47,7 @@ typedef struct {
     double top_p;
     double *probs;   /* (vocab_size) */
     double *scratch; /* (vocab_size) for finding the k-th largest probability */
-    int *candidates; /* (vocab_size) ids, sorted by probability */
+    Candidate *candidates; /* (vocab_size) sorted by probability, then by id */
     uint8_t *seen;   /* (vocab_size) ids the repetition penalty has already met, all 0 between calls */
 } Sampler;
 
@@ -65,7 +72,7 @@ static int build_sampler(Sampler *s, int vocab_size, double temperature, int top
     s->top_p = top_p;
     s->probs = malloc((size_t)vocab_size * sizeof(double));
     s->scratch = malloc((size_t)vocab_size * sizeof(double));
-    s->candidates = malloc((size_t)vocab_size * sizeof(int));
+    s->candidates = malloc((size_t)vocab_size * sizeof(Candidate));
     s->seen = calloc((size_t)vocab_size, 1);
     return s->probs && s->scratch && s->candidates && s->seen;
 }
@@ -115,19 +122,17 @@ static double kth_largest(double *x, int n, int k) {
     return x[want];
 }
 
-static const double *sort_probs; /* qsort's comparator has no context argument */
-
 /* Probability descending, then id ascending: a total order, so the result never depends on
  * the sort algorithm. */
 static int by_probability(const void *a, const void *b) {
-    int i = *(const int *)a, j = *(const int *)b;
-    if (sort_probs[i] != sort_probs[j]) return sort_probs[i] > sort_probs[j] ? -1 : 1;
-    return (i > j) - (i < j);
+    const Candidate *x = a, *y = b;
+    if (x->p != y->p) return x->p > y->p ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
 }
 
 static int by_id(const void *a, const void *b) {
-    int i = *(const int *)a, j = *(const int *)b;
-    return (i > j) - (i < j);
+    const Candidate *x = a, *y = b;
+    return (x->id > y->id) - (x->id < y->id);
 }
 
 /* The next token from logits (n = the real vocabulary), by the procedure above. */
@@ -149,30 +154,30 @@ static int sample(Sampler *s, const float *logits, int n) {
     } else if (s->top_p < 1.0 && n > 1) {
         cutoff = (1.0 - s->top_p) / (n - 1);
     }
-    for (int i = 0; i < n; i++) if (p[i] >= cutoff) s->candidates[n_cand++] = i;
-    if (n_cand == 0) for (int i = 0; i < n; i++) s->candidates[n_cand++] = i; /* rounding */
-    sort_probs = p;
-    qsort(s->candidates, (size_t)n_cand, sizeof(int), by_probability);
+    Candidate *cand = s->candidates;
+    for (int i = 0; i < n; i++) if (p[i] >= cutoff) cand[n_cand++] = (Candidate){p[i], i};
+    if (n_cand == 0) for (int i = 0; i < n; i++) cand[n_cand++] = (Candidate){p[i], i}; /* rounding */
+    qsort(cand, (size_t)n_cand, sizeof(Candidate), by_probability);
     int top_k_applied = s->top_k > 0 && s->top_k < n;
     if (top_k_applied && s->top_k < n_cand) n_cand = s->top_k;
 
     if (s->top_p < 1.0) {
         double mass = top_k_applied ? 0.0 : 1.0, running = 0.0;
-        if (top_k_applied) for (int i = 0; i < n_cand; i++) mass += p[s->candidates[i]];
+        if (top_k_applied) for (int i = 0; i < n_cand; i++) mass += cand[i].p;
         for (int i = 0; i < n_cand; i++) {
-            running += p[s->candidates[i]];
+            running += cand[i].p;
             if (running >= s->top_p * mass) { n_cand = i + 1; break; }
         }
     }
-    qsort(s->candidates, (size_t)n_cand, sizeof(int), by_id);
+    qsort(cand, (size_t)n_cand, sizeof(Candidate), by_id);
     double kept = 0.0, running = 0.0;
-    for (int i = 0; i < n_cand; i++) kept += p[s->candidates[i]];
+    for (int i = 0; i < n_cand; i++) kept += cand[i].p;
     double r = rng_uniform(&s->rng_state) * kept;
     for (int i = 0; i < n_cand; i++) {
-        running += p[s->candidates[i]];
-        if (running > r) return s->candidates[i];
+        running += cand[i].p;
+        if (running > r) return cand[i].id;
     }
-    return s->candidates[n_cand - 1];
+    return cand[n_cand - 1].id;
 }
 
 #endif

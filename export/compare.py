@@ -1,6 +1,6 @@
 """Compare run.c with the PyTorch reference on the same weights.
 
-usage: compare.py SOURCE MODEL.bin [--prompt TEXT] [--steps N] [--seeds N] [--run PATH]
+usage: compare.py SOURCE MODEL.bin [--prompt TEXT] [--steps N] [--seeds N] [--samples N] [--run PATH]
 
 Reads SOURCE (any kind export.py reads) into the reference model and MODEL.bin (its export),
 then reports:
@@ -10,9 +10,11 @@ then reports:
     1e-4 * (1 + max |logit|);
   - greedy: whether `run -t 0` and the reference's generate() produce the same bytes, or part
     only at a tie within the logit tolerance (generation_agrees() says exactly what that means);
-  - sampled: the same at temperature 0.8, top-k 40, top-p 0.9 for each of --seeds seeds.
-A q8_0 or q4_0 MODEL.bin is compared by its logits only, against a bound on the quantization
-error (QUANTIZED_BOUND below).
+  - sampled: the same at temperature 0.8, top-k 40, top-p 0.9 for each of --seeds seeds;
+  - with --samples N: N samples from one `run --samples N` (seeds 0..N-1, decoded together),
+    each against the reference's generate() with its seed and against a run of its own.
+A q8_0 or q4_0 MODEL.bin is compared by its logits, against a bound on the quantization error
+(QUANTIZED_BOUND below), and its --samples against runs of their own only.
 Exit status 0 when everything agrees, 1 otherwise. Writes nothing but a temporary file.
 """
 from __future__ import annotations
@@ -66,9 +68,10 @@ def c_logits(run: Path, model: Path, prompt: bytes, vocab_size: int, block: int 
 
 
 def c_generate(run: Path, model: Path, prompt: bytes, n: int, temperature: float, top_k: int,
-               top_p: float, seed: int, threads: int | None = None, extra: tuple[str, ...] = ()) -> bytes:
-    """Bytes run.c generates after the prompt (stdout minus the echoed prompt); extra: more
-    flags (--keep, --repeat-penalty ...)."""
+               top_p: float, seed: int, threads: int | None = None, extra: tuple[str, ...] = (),
+               raw: bool = False) -> bytes:
+    """Bytes run.c generates after the prompt (stdout minus the echoed prompt; all of stdout
+    with raw); extra: more flags (--keep, --repeat-penalty ...)."""
     with tempfile.NamedTemporaryFile() as f:
         f.write(prompt)
         f.flush()
@@ -79,9 +82,37 @@ def c_generate(run: Path, model: Path, prompt: bytes, n: int, temperature: float
         r = run_c(run, model, *args)
     if r.returncode != 0:
         raise RuntimeError(f"run failed: {r.stderr.decode(errors='replace').strip()}")
+    if raw:
+        return r.stdout
     if not r.stdout.startswith(prompt):
         raise RuntimeError("run's stdout does not start with the prompt")
     return r.stdout[len(prompt):]
+
+
+def split_samples(stdout: bytes, n: int, seed: int) -> list[bytes]:
+    """The samples of `run --samples n -s seed` stdout: each follows its line "--- sample I of
+    n, seed S ---" and is followed by a newline that is not part of it (README "Many samples")."""
+    heads = [f"--- sample {i + 1} of {n}, seed {seed + i} ---\n".encode() for i in range(n)]
+    if not stdout.startswith(heads[0]) or not stdout.endswith(b"\n"):
+        raise RuntimeError("run --samples: stdout does not start with the first sample's line")
+    samples, at = [], len(heads[0])
+    for i in range(n):
+        end = stdout.index(b"\n" + heads[i + 1], at) if i + 1 < n else len(stdout) - 1
+        samples.append(stdout[at:end])
+        at = end + 1 + (len(heads[i + 1]) if i + 1 < n else 0)
+    return samples
+
+
+def c_generate_samples(run: Path, model: Path, prompt: bytes, n: int, temperature: float, top_k: int,
+                       top_p: float, seed: int, samples: int, extra: tuple[str, ...] = ()) -> list[bytes]:
+    """The bytes each of `run --samples` samples generates after the prompt: sample i is what
+    c_generate() gives with seed + i."""
+    out = c_generate(run, model, prompt, n, temperature, top_k, top_p, seed, extra=("--samples", str(samples), *extra),
+                     raw=True)
+    texts = split_samples(out, samples, seed)
+    if not all(t.startswith(prompt) for t in texts):
+        raise RuntimeError("a sample does not start with the prompt")
+    return [t[len(prompt):] for t in texts]
 
 
 @dataclass
@@ -165,6 +196,13 @@ def compare_quantized(args, model: GPT, ids: list[int], prompt: bytes, weight_ty
               f"{'ok' if within else 'TOO LARGE'}")
         ok &= within
     print(f"generations: not compared ({name} weights are not SOURCE's; export with --dtype f32 to compare them)")
+    if args.samples:  # what does hold for quantized weights: each sample is a run of its own
+        outs = c_generate_samples(args.run, args.model, prompt, args.steps, 0.8, 40, 0.9, 0, args.samples)
+        for seed, c_out in enumerate(outs):
+            alone = c_out == c_generate(args.run, args.model, prompt, args.steps, 0.8, 40, 0.9, seed)
+            ok &= alone
+            print(f"sample {seed + 1} of {args.samples} (seed {seed}): "
+                  f"{'the same bytes as' if alone else 'DIFFERENT from'} a run of its own")
     return 0 if ok else 1
 
 
@@ -175,6 +213,8 @@ def main() -> int:
     ap.add_argument("--prompt", default=DEFAULT_PROMPT)
     ap.add_argument("--steps", type=int, default=64, help="tokens generated per comparison")
     ap.add_argument("--seeds", type=int, default=3, help="seeds for the sampled comparison")
+    ap.add_argument("--samples", type=int, default=0,
+                    help="also compare N samples decoded together by one run (run --samples N)")
     ap.add_argument("--run", type=Path, default=REPO / "run", help="the run executable")
     args = ap.parse_args()
     torch.set_num_threads(2)
@@ -204,6 +244,15 @@ def main() -> int:
         agrees, what = generation_agrees(model, tok, ids, c_out, args.steps, t, k, p, seed)
         ok &= agrees
         print(f"{name}: {what}")
+    if args.samples:
+        t, k, p = 0.8, 40, 0.9
+        outs = c_generate_samples(args.run, args.model, prompt, args.steps, t, k, p, 0, args.samples)
+        for seed, c_out in enumerate(outs):
+            agrees, what = generation_agrees(model, tok, ids, c_out, args.steps, t, k, p, seed)
+            alone = c_out == c_generate(args.run, args.model, prompt, args.steps, t, k, p, seed)
+            ok &= agrees and alone
+            print(f"sample {seed + 1} of {args.samples} (seed {seed}): {what}; "
+                  f"{'the same bytes as' if alone else 'DIFFERENT from'} a run of its own")
     return 0 if ok else 1
 
 

@@ -200,9 +200,10 @@ static void check_matmul(int n, int d, int T, int type, int packed) {
                     : m.packed ? q8_description() : "q8_0 dot products";
     MatmulScratch scratch = {0};
     matmul_scratch_init(&scratch, T, n, type);
-    for (int pass = 0; pass < 2; pass++) { /* all T tokens at once (prefill), then one by one */
-        if (pass == 0) matmul(out, x, &m, bias, T, &scratch);
-        else for (int t = 0; t < T; t++) matmul(out + (size_t)t * d, x + (size_t)t * n, &m, bias, 1, &scratch);
+    for (int pass = 0; pass < 3; pass++) { /* all T tokens at once (prefill), one by one, as T samples */
+        if (pass == 0) matmul(out, x, &m, bias, T, 0, &scratch);
+        else if (pass == 1) for (int t = 0; t < T; t++) matmul(out + (size_t)t * d, x + (size_t)t * n, &m, bias, 1, 0, &scratch);
+        else matmul(out, x, &m, bias, T, 1, &scratch);
         double worst = 0.0;
         int8_t xq[1024];
         float xs[32];
@@ -222,7 +223,7 @@ static void check_matmul(int n, int d, int T, int type, int packed) {
         }
         char what[200];
         snprintf(what, sizeof what, "matmul %s, n %d, d %d, %s: worst error / sum of |terms|", how, n, d,
-                 pass == 0 ? (T == 1 ? "1 token" : "prefill") : "one token at a time");
+                 pass == 0 ? (T == 1 ? "1 token" : "prefill") : pass == 1 ? "one token at a time" : "T samples");
         checks++;
         printf("%s %s: %.2e (at most 1e-6)\n", worst <= 1e-6 ? "ok" : "not ok", what, worst);
         if (!(worst <= 1e-6)) failures++;
@@ -319,10 +320,11 @@ static void check_matmul_bits(int n, int d, int T, int type, int packed) {
     for (int i = 0; i < d; i++) bias[i] = (float)(rng_uniform(&seed) - 0.5);
     MatmulScratch scratch = {0};
     matmul_scratch_init(&scratch, T, n, type);
-    for (int pass = 0; pass < 2; pass++) { /* all T tokens at once (prefill), then one by one */
-        if (pass == 0) matmul(got, x, &m, bias, T, &scratch);
-        else for (int t = 0; t < T; t++) matmul(got + (size_t)t * d, x + (size_t)t * n, &m, bias, 1, &scratch);
-        int decode = pass == 1 || T == 1;
+    for (int pass = 0; pass < 3; pass++) { /* all T tokens at once (prefill), one by one, as T samples */
+        if (pass == 0) matmul(got, x, &m, bias, T, 0, &scratch);
+        else if (pass == 1) for (int t = 0; t < T; t++) matmul(got + (size_t)t * d, x + (size_t)t * n, &m, bias, 1, 0, &scratch);
+        else matmul(got, x, &m, bias, T, 1, &scratch);
+        int decode = pass > 0 || T == 1;
         for (int t = 0; t < T; t++) {
             if (type != WT_F32) quantize_q8(xq, xs, x + (size_t)t * n, n);
             for (int r = 0; r < d; r++)
@@ -333,7 +335,7 @@ static void check_matmul_bits(int n, int d, int T, int type, int packed) {
         char what[200];
         snprintf(what, sizeof what, "matmul %s%s, n %d, d %d, %s",
                  type == WT_Q8_0 ? "q8_0" : type == WT_Q4_0 ? "q4_0" : "float32",
-                 m.packed ? " rearranged" : "", n, d, decode ? "decode" : "prefill");
+                 m.packed ? " rearranged" : "", n, d, pass == 2 ? "decode of T samples" : decode ? "decode" : "prefill");
         expect_bits(what, got, want, (size_t)T * d);
         if (T == 1) break;
     }

@@ -178,6 +178,23 @@ def test_logits_bit_identical_across_paths(weights: str) -> None:
         assert np.array_equal(logits["native", 1], logits["native", 128])
 
 
+@pytest.mark.parametrize("weights", ["f32", "odd", "q8", "q4"])
+@pytest.mark.parametrize("path", PATHS)
+def test_samples_together_are_bit_identical_to_samples_alone(path: str, weights: str) -> None:
+    """run --samples: 7 samples' decode steps through one forward() call give each sample the
+    bits it gets decoded alone (tests/trace.c samples:N), float32 included: their products keep
+    the one-token arithmetic. 7 samples: part tiles of 4 and of 6 tokens; widths 64 and 96."""
+    m = models()
+    out = TMP / f"samples_{path}_{weights}.bin"
+    r = subprocess.run([str(binary("trace", path)), str(m[weights]), str(m["prompt"]), "samples:7", str(out)],
+                       capture_output=True, timeout=600)
+    assert r.returncode == 0, r.stderr.decode()
+    together, alone = np.fromfile(out, dtype="<f4").reshape(2, 8, 7, -1)
+    out.unlink()
+    differ = np.argwhere(together != alone)
+    assert not len(differ), f"{len(differ)} logits differ, first at (step, sample, id) {tuple(differ[0])}"
+
+
 # ---- end to end ----------------------------------------------------------------------------
 
 # Quantized logits of the trained shipped model against its float32 logits: the quantization

@@ -9,7 +9,13 @@
  *   time, as generation does), all positions' logits computed, and writes to OUT, per product:
  *   int32 layer (-1 for the output head), int32 matrix (0 attn.c_attn, 1 attn.c_proj,
  *   2 mlp.c_fc, 3 mlp.c_proj, 4 lm_head), int32 T, rows, cols; then the input x (T, cols) and
- *   the output (T, rows) as float32, biases included. */
+ *   the output (T, rows) as float32, biases included.
+ *
+ * usage: trace MODEL.bin PROMPT_FILE samples:N OUT
+ *   prefills the prompt once, then decodes SAMPLE_STEPS steps of N samples together (sample i
+ *   is fed token (7 i + 3 s + 1) mod vocab_size at step s), and then each sample alone, in a
+ *   single sequence from the same prompt; writes to OUT the logits of both, float32
+ *   (2, SAMPLE_STEPS, N, vocab_size): together first. They must be the same bits. */
 #define TESTING
 #include "../run.c"
 
@@ -30,21 +36,57 @@ static void record(const Matrix *w, const float *x, const float *out, int T) {
         die("cannot write the trace");
 }
 
+#define SAMPLE_STEPS 8
+
+static uint32_t sample_token(int i, int step) { return (uint32_t)(7 * i + 3 * step + 1) % (uint32_t)model.config.vocab_size; }
+
+static void write_floats(const float *x, size_t n) {
+    if (fwrite(x, sizeof(float), n, trace) != n) die("cannot write the trace");
+}
+
+/* The samples mode above: the prompt's n tokens are ids. */
+static void trace_samples(const uint32_t *ids, long n, int N) {
+    int vocab = model.config.vocab_size;
+    int *seqs = malloc_or_die((size_t)N * sizeof(int), "samples");
+    uint32_t *tokens = malloc_or_die((size_t)N * sizeof(uint32_t), "samples");
+    for (int i = 0; i < N; i++) seqs[i] = i;
+    prefill(&model, 0, ids, n);
+    for (int i = 1; i < N; i++) copy_sequence(&model, 0, i, n);
+    for (int step = 0; step < SAMPLE_STEPS; step++) {
+        for (int i = 0; i < N; i++) tokens[i] = sample_token(i, step);
+        Positions at = {(int)n + step, 0, seqs};
+        write_floats(forward(&model, tokens, N, at, 0), (size_t)N * vocab);
+    }
+    float *alone = malloc_or_die((size_t)SAMPLE_STEPS * N * vocab * sizeof(float), "logits");
+    for (int i = 0; i < N; i++) {
+        prefill(&model, 0, ids, n);
+        for (int step = 0; step < SAMPLE_STEPS; step++) {
+            uint32_t token = sample_token(i, step);
+            memcpy(alone + ((size_t)step * N + i) * vocab, forward(&model, &token, 1, in_sequence(0, n + step), 0),
+                   (size_t)vocab * sizeof(float));
+        }
+    }
+    write_floats(alone, (size_t)SAMPLE_STEPS * N * vocab);
+    free(alone); free(seqs); free(tokens);
+}
+
 int main(int argc, char **argv) {
-    if (argc != 5) die("usage: trace MODEL.bin PROMPT_FILE BLOCK OUT");
+    if (argc != 5) die("usage: trace MODEL.bin PROMPT_FILE BLOCK OUT, or trace MODEL.bin PROMPT_FILE samples:N OUT");
     size_t len;
     uint8_t *text = read_file_or_die(argv[2], &len);
-    build_transformer(&model, argv[1]);
-    int block = (int)parse_long("BLOCK", argv[3], 1, PREFILL_BLOCK);
+    int samples = strncmp(argv[3], "samples:", 8) == 0 ? (int)parse_long("samples", argv[3] + 8, 1, 64) : 0;
+    build_transformer(&model, argv[1], samples ? samples : 1);
+    int block = samples ? PREFILL_BLOCK : (int)parse_long("BLOCK", argv[3], 1, PREFILL_BLOCK);
     if (model.state.block > block) model.state.block = block;
     long n;
     uint32_t *ids = encode_or_die(&model, text, len, &n);
-    if (n < 1 || n > model.config.n_ctx) die("the prompt must have 1 to n_ctx tokens");
+    if (n < 1 || n + (samples ? SAMPLE_STEPS : 0) > model.config.n_ctx) die("the prompt must have 1 to n_ctx tokens");
     trace = fopen(argv[4], "wb");
     if (!trace) die("cannot create '%s'", argv[4]);
-    model.state.observe_product = record;
-    for (long pos = 0; pos < n; pos += model.state.block)
-        forward(&model, ids + pos, block_at(&model, pos, n), (int)pos, 1);
+    if (samples) trace_samples(ids, n, samples);
+    else model.state.observe_product = record;
+    for (long pos = 0; pos < (samples ? 0 : n); pos += model.state.block)
+        forward(&model, ids + pos, block_at(&model, pos, n), in_sequence(0, pos), 1);
     if (fclose(trace) != 0) die("cannot write '%s'", argv[4]);
     free(ids);
     free(text);
