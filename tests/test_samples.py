@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 
 import pytest
 
-from common import RUN, TMP, GPTConfig, char_tokenizer, export, gpt2_tokenizer, random_model
+from common import REPO, RUN, TMP, GPTConfig, char_tokenizer, export, gpt2_tokenizer, random_model
 from compare import c_generate, c_generate_samples, c_tokens, generation_agrees, split_samples
 from export import write_model
 
@@ -141,3 +142,23 @@ def test_bad_sample_counts_are_one_line_errors(args, message) -> None:
     assert err.startswith("error: ") and err.count("\n") == 1 and message in err, err
     if "1000000000" in args:
         assert "memory" in err
+
+
+@pytest.mark.parametrize("dtype", ["f32", "q8_0"])
+def test_compare_py_checks_samples(dtype) -> None:
+    """export/compare.py --samples N on the shipped model: float32 samples against the reference
+    and against runs of their own; q8_0 against runs of their own."""
+    from export import read_model
+    shipped = REPO / "models" / "kjv.bin"
+    target = shipped
+    if dtype != "f32":
+        target = TMP / f"samples_kjv_{dtype}.bin"
+        write_model(target, *read_model(shipped), dtype)
+    r = subprocess.run([sys.executable, str(REPO / "export" / "compare.py"), str(shipped), str(target), "--samples", "3",
+                        "--steps", "40", "--seeds", "1"], capture_output=True, timeout=600)
+    out = r.stdout.decode()
+    assert r.returncode == 0, out + r.stderr.decode()
+    lines = [line for line in out.splitlines() if line.startswith("sample ")]
+    assert len(lines) == 3 and all(line.endswith("the same bytes as a run of its own") for line in lines), out
+    if dtype == "f32":
+        assert all("(seed %d): identical" % i in line for i, line in enumerate(lines)), out
