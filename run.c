@@ -1605,7 +1605,9 @@ int main(int argc, char **argv) {
         if (o.keep >= c->n_ctx)
             die("--keep must be between 0 and %d (the context less one), got %ld", c->n_ctx - 1, o.keep);
         uint64_t seed = o.have_seed ? o.seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
-        fprintf(stderr, "seed: %llu\n", (unsigned long long)seed);
+        if (o.samples > 1) fprintf(stderr, "seed: %llu (samples: seeds %llu to %llu)\n", (unsigned long long)seed,
+                                   (unsigned long long)seed, (unsigned long long)(seed + (uint64_t)o.samples - 1));
+        else fprintf(stderr, "seed: %llu\n", (unsigned long long)seed);
         GenerateOptions g = {.max_new = o.max_new, .samples = (int)o.samples, .temperature = o.temperature,
                              .top_p = o.top_p, .top_k = (int)o.top_k, .seed = seed, .ignore_eos = o.ignore_eos,
                              .adapt_threads = o.threads == 0, .echo = !o.no_echo,
