@@ -1060,10 +1060,9 @@ static void generate(Transformer *t, const uint8_t *prompt, size_t prompt_len, c
     if (N > 1 && g->temperature == 0)
         fprintf(stderr, "note: -t 0 (greedy) makes all %d samples the same\n", N);
 
-    Sample *samples = calloc((size_t)N, sizeof(Sample));
+    Sample *samples = malloc_or_die((size_t)N * sizeof(Sample), "samples");   /* (N), zeroed */
     int *active = malloc_or_die((size_t)N * sizeof(int), "samples");           /* (N) sequences of this step */
     uint32_t *next = malloc_or_die((size_t)N * sizeof(uint32_t), "samples");   /* (N) their tokens */
-    if (!samples) die("out of memory for the samples");
     for (int i = 0; i < N; i++) {
         Sample *sm = &samples[i];
         sm->cap = n_tokens + 1 + (g->max_new < 4096 ? g->max_new : 4096);
