@@ -550,7 +550,7 @@ static void free_transformer(Transformer *t) {
 
 /* ---------------------------------------------------------------------------------------
  * The forward pass for T tokens: consecutive positions of one sequence (T = 1 when generating,
- * up to state.block for a prompt), or the next token of each of T samples (Positions, below).
+ * up to state.block for a prompt), or the next token of each of T samples (Positions).
  * It fills the key/value cache and returns the logits of the last token, or of every token,
  * (T, vocab_size), when all_logits is set (always with samples). Mirrors GPT.forward in
  * export/model.py: every step below works on all T tokens at once, with the operations of
@@ -1120,7 +1120,7 @@ static void generate(Transformer *t, const uint8_t *prompt, size_t prompt_len, c
         }
         if (g->adapt_threads) set_team_size(thread_choice_next(&threads));
         double step = now_seconds();
-        Positions at = {(int)(first->n_tokens - 1 - first->window), 0, active};
+        Positions at = {.pos = (int)(first->n_tokens - 1 - first->window), .samples = active};
         float *rows = forward(t, next, T, at, 0);
         for (j = 0; j < T; j++) samples[active[j]].logits = rows + (size_t)j * vocab;
         if (g->adapt_threads) thread_choice_record(&threads, (now_seconds() - step) / T);

@@ -54,7 +54,7 @@ static void trace_samples(const uint32_t *ids, long n, int N) {
     for (int i = 1; i < N; i++) copy_sequence(&model, 0, i, n);
     for (int step = 0; step < SAMPLE_STEPS; step++) {
         for (int i = 0; i < N; i++) tokens[i] = sample_token(i, step);
-        Positions at = {(int)n + step, 0, seqs};
+        Positions at = {.pos = (int)n + step, .samples = seqs};
         write_floats(forward(&model, tokens, N, at, 0), (size_t)N * vocab);
     }
     float *alone = malloc_or_die((size_t)SAMPLE_STEPS * N * vocab * sizeof(float), "logits");
