@@ -119,6 +119,8 @@ sanitize: deps run-asan tests/build/test_kernels-asan $(PATH_BUILDS)
 	ASAN_OPTIONS=detect_leaks=0 RUN_BINARY=$(CURDIR)/run-asan $(PYTHON) -m pytest -q -p no:cacheprovider tests < /dev/null
 	ASAN_OPTIONS=detect_leaks=1 ./run-asan tests/tmp/parity_gpt2.bin -i "And God said" -n 16 -s 1 --stop xyz \
 	    --repeat-penalty 1.2 > /dev/null
+	ASAN_OPTIONS=detect_leaks=1 ./run-asan tests/tmp/parity_gpt2.bin -i "And God said" -n 300 -s 1 --stop " the" \
+	    --samples 5 > /dev/null
 
 # libFuzzer targets (clang) for the loader and the tokenizer; FUZZ_SECONDS each.
 CLANG ?= clang
