@@ -153,7 +153,6 @@ static void q4_rows16(const Q8Product *p, const int32_t *xsum, const float *ws_a
     const uint8_t *wt = (const uint8_t *)p->w.quants + (size_t)block * nb * Q4_PACK_BYTES;
     const float *ws = ws_all + (size_t)block * nb * PACK_ROWS;
     const __m256i low4 = _mm256_set1_epi8(15);
-    __m256i live_lo = first_rows8(p->rows - r0), live_hi = first_rows8(p->rows - r0 - 8);
     __m256 lo[4], hi[4];
     for (int t = 0; t < 4; t++) lo[t] = hi[t] = _mm256_setzero_ps();
     for (int b = 0; b < nb; b++) {
@@ -186,13 +185,7 @@ static void q4_rows16(const Q8Product *p, const int32_t *xsum, const float *ws_a
             hi[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(q4_sums(dhi[t]), offset)), _mm256_mul_ps(shi, sx), hi[t]);
         }
     }
-    __m256 blo = p->bias ? _mm256_maskload_ps(p->bias + r0, live_lo) : _mm256_setzero_ps(),
-           bhi = p->bias ? _mm256_maskload_ps(p->bias + r0 + 8, live_hi) : _mm256_setzero_ps();
-    for (int t = 0; t < tokens; t++) {
-        float *o = p->out + (size_t)(t0 + t) * p->rows + r0;
-        _mm256_maskstore_ps(o, live_lo, _mm256_add_ps(lo[t], blo));
-        _mm256_maskstore_ps(o + 8, live_hi, _mm256_add_ps(hi[t], bhi));
-    }
+    store_rows16(p, r0, t0, tokens, lo, hi);
 }
 #endif
 

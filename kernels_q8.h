@@ -381,10 +381,22 @@ static void prefill_vnni512(const Q8Product *p, int block) {
 #endif
 
 #if defined(__AVX2__)
-/* the lanes of the first n of 8 rows, for masked loads and stores at the bottom of W (also
- * kernels_q4.h's) */
+/* the lanes of the first n of 8 rows, for masked loads and stores at the bottom of W */
 static inline __m256i first_rows8(int n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* The sums of rows r0..r0+15 for tokens t0..t0+tokens-1, rows 0-7 in lo[t] and 8-15 in hi[t],
+ * plus the bias, into the output; rows past the bottom of W are not stored (also kernels_q4.h's). */
+static inline void store_rows16(const Q8Product *p, int r0, int t0, int tokens, const __m256 *lo, const __m256 *hi) {
+    __m256i live_lo = first_rows8(p->rows - r0), live_hi = first_rows8(p->rows - r0 - 8);
+    __m256 blo = p->bias ? _mm256_maskload_ps(p->bias + r0, live_lo) : _mm256_setzero_ps(),
+           bhi = p->bias ? _mm256_maskload_ps(p->bias + r0 + 8, live_hi) : _mm256_setzero_ps();
+    for (int t = 0; t < tokens; t++) {
+        float *o = p->out + (size_t)(t0 + t) * p->rows + r0;
+        _mm256_maskstore_ps(o, live_lo, _mm256_add_ps(lo[t], blo));
+        _mm256_maskstore_ps(o + 8, live_hi, _mm256_add_ps(hi[t], bhi));
+    }
 }
 #endif
 
@@ -413,9 +425,6 @@ static void rows16_avx2(const Q8Product *p, int block, int t0, int tokens) {
     int nb = p->nb, n = nb * Q8_GROUP, r0 = PACK_ROWS * block;
     const int8_t *wt = p->w.quants + (size_t)block * nb * PACK_BYTES;
     const float *ws = p->w.scales + (size_t)block * nb * PACK_ROWS;
-    __m256i live_lo = first_rows8(p->rows - r0), live_hi = first_rows8(p->rows - r0 - 8);
-    __m256 blo = p->bias ? _mm256_maskload_ps(p->bias + r0, live_lo) : _mm256_setzero_ps(),
-           bhi = p->bias ? _mm256_maskload_ps(p->bias + r0 + 8, live_hi) : _mm256_setzero_ps();
     __m256 lo[4], hi[4];
     for (int t = 0; t < 4; t++) lo[t] = hi[t] = _mm256_setzero_ps();
     for (int b = 0; b < nb; b++) {
@@ -443,11 +452,7 @@ static void rows16_avx2(const Q8Product *p, int block, int t0, int tokens) {
             hi[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dhi[t]), _mm256_mul_ps(shi, sx), hi[t]);
         }
     }
-    for (int t = 0; t < tokens; t++) {
-        float *o = p->out + (size_t)(t0 + t) * p->rows + r0;
-        _mm256_maskstore_ps(o, live_lo, _mm256_add_ps(lo[t], blo));
-        _mm256_maskstore_ps(o + 8, live_hi, _mm256_add_ps(hi[t], bhi));
-    }
+    store_rows16(p, r0, t0, tokens, lo, hi);
 }
 #endif
 

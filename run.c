@@ -126,8 +126,8 @@ typedef struct {
 
 typedef struct {
     int block;       /* most tokens of a prompt one forward() call takes: min(n_ctx, PREFILL_BLOCK) */
-    int n_seq;       /* sequences with a key/value cache: the samples decoded together (--samples) */
-    int rows;        /* most tokens a forward() call takes: max(block, n_seq) */
+    int rows;        /* most tokens a forward() call takes: max(block, n_seq), n_seq = the
+                        sequences with a key/value cache (--samples decoded together) */
     float *x;        /* (rows, n_embd) the residual stream */
     float *xb;       /* (rows, n_embd) LayerNorm output, then the heads' concatenated outputs */
     float *xb2;      /* (rows, n_embd) output of a projection, added to the residual */
@@ -166,6 +166,11 @@ typedef struct {
  * before any weight is touched. */
 
 #define HINT " (re-export the model with export/export.py)"
+
+/* model.h's weight types by name, as export.py's --dtype spells them */
+static const char *weight_type_name(int type) {
+    return type == WT_F32 ? "f32" : type == WT_Q8_0 ? "q8_0" : "q4_0";
+}
 
 /* Sizes multiply with an overflow check: a hostile header must not wrap around. */
 static uint64_t mul_or_die(uint64_t a, uint64_t b, const char *what) {
@@ -295,7 +300,7 @@ static void load_header(Transformer *t) {
         field("group_size", h->group_size, Q8_GROUP, Q8_GROUP);
         if (c->n_embd % Q8_GROUP || c->n_hidden % Q8_GROUP)
             die("model file: %s needs n_embd and n_hidden to be multiples of %d, found %d and %d",
-                c->weight_type == WT_Q8_0 ? "q8_0" : "q4_0", Q8_GROUP, c->n_embd, c->n_hidden);
+                weight_type_name(c->weight_type), Q8_GROUP, c->n_embd, c->n_hidden);
     }
     if (c->n_embd % c->n_head)
         die("model file: n_embd %d is not a multiple of n_head %d", c->n_embd, c->n_head);
@@ -409,8 +414,7 @@ static double physical_memory(void) {
 static void build_state(RunState *s, const Config *c, int n_seq, size_t file_size) {
     size_t C = (size_t)c->n_embd, H = (size_t)c->n_hidden, B;
     s->block = c->n_ctx < PREFILL_BLOCK ? c->n_ctx : PREFILL_BLOCK;
-    s->n_seq = n_seq;
-    s->rows = n_seq > s->block ? n_seq : s->block;
+    s->rows = max_int(s->block, n_seq);
     s->att_slice = attention_scratch_floats(c->n_ctx, c->head_size);
     size_t blocks = (size_t)max_int((s->block + ATTENTION_BLOCK - 1) / ATTENTION_BLOCK, n_seq) * (size_t)c->n_head;
     double cache = (double)cache_bytes(c), memory = physical_memory();
@@ -591,17 +595,14 @@ static int position_of(const Positions *at, int i) { return at->samples ? at->po
 static int sequence_of(const Positions *at, int i) { return at->samples ? at->samples[i] : at->seq; }
 
 /* One head's keys and values in layer l's cache of sequence seq (RunState's layout). */
-static float *head_keys(Transformer *t, int seq, int l, int h) {
+static size_t head_offset(const Transformer *t, int seq, int l, int h) {
     const Config *c = &t->config;
     size_t per_head = (size_t)round_up16(c->n_ctx) * round_up16(c->head_size);
-    return t->state.key_cache + (((size_t)seq * c->n_layer + l) * c->n_head + h) * per_head;
+    return (((size_t)seq * c->n_layer + l) * c->n_head + h) * per_head;
 }
 
-static float *head_values(Transformer *t, int seq, int l, int h) {
-    const Config *c = &t->config;
-    size_t per_head = (size_t)round_up16(c->n_ctx) * round_up16(c->head_size);
-    return t->state.value_cache + (((size_t)seq * c->n_layer + l) * c->n_head + h) * per_head;
-}
+static float *head_keys(Transformer *t, int seq, int l, int h) { return t->state.key_cache + head_offset(t, seq, l, h); }
+static float *head_values(Transformer *t, int seq, int l, int h) { return t->state.value_cache + head_offset(t, seq, l, h); }
 
 /* Layer l's keys and values of the T tokens (from qkv) into their sequences' caches. */
 static void store_keys_values(Transformer *t, int l, int T, const Positions *at) {
@@ -1101,10 +1102,9 @@ static void generate(Transformer *t, const uint8_t *prompt, size_t prompt_len, c
         for (j = 0; j < T; j++) draw_token(t, g, &samples[active[j]]);
         int fed = 0; /* each unfinished sample's token, fed back in one forward() call */
         for (j = 0; j < T; j++) {
-            Sample *sm = &samples[active[j]];
             if (!take_token(t, g, &p, active[j])) { finish_sample(&p, active[j]); continue; }
-            active[fed] = active[j];
-            next[fed++] = sm->tokens[sm->n_tokens - 1];
+            next[fed] = (uint32_t)samples[active[j]].next;
+            active[fed++] = active[j];
         }
         if ((T = fed) == 0) break;
         Sample *first = &samples[active[0]]; /* all T are as long as this one */
@@ -1310,7 +1310,7 @@ static void print_info(const Transformer *t, const char *path) {
            " weights %s\n", c->vocab_size, c->vocab_padded, (double)c->ln_eps,
            c->gelu == GELU_TANH ? "tanh" : "erf", c->bias ? "yes" : "no",
            c->tied_head ? "tied" : "separate", c->pos_kind == POS_LEARNED ? "learned" : "sinusoidal",
-           c->weight_type == WT_F32 ? "f32" : c->weight_type == WT_Q8_0 ? "q8_0" : "q4_0");
+           weight_type_name(c->weight_type));
     printf("%-22s %12s %12s\n", "section", "offset", "bytes");
     printf("%-22s %12d %12u\n", "header", 0, HEADER_SIZE);
     printf("%-22s %12llu %12llu\n", "tokenizer", (unsigned long long)h->tokenizer_offset,

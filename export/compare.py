@@ -20,7 +20,6 @@ Exit status 0 when everything agrees, 1 otherwise. Writes nothing but a temporar
 from __future__ import annotations
 
 import argparse
-import os
 import struct
 import subprocess
 import sys
@@ -176,6 +175,21 @@ def generation_agrees(model: GPT, tok: TokenizerData, ids: list[int], c_out: byt
     return False, f"DIFFERENT at step {step}: run.c's choice is not a tie within the tolerance {tol:.2g}"
 
 
+def compare_samples(args, prompt: bytes, reference: tuple | None) -> bool:
+    """--samples N: one `run --samples N` at temperature 0.8, top-k 40, top-p 0.9, seeds 0..N-1;
+    each sample against a run of its own and, with reference = (model, tok, ids), against the
+    reference's generate(). Prints a line per sample; returns whether all agree."""
+    t, k, p, ok = 0.8, 40, 0.9, True
+    outs = c_generate_samples(args.run, args.model, prompt, args.steps, t, k, p, 0, args.samples)
+    for seed, c_out in enumerate(outs):
+        alone = c_out == c_generate(args.run, args.model, prompt, args.steps, t, k, p, seed)
+        agrees, what = generation_agrees(*reference, c_out, args.steps, t, k, p, seed) if reference else (True, "")
+        ok &= agrees and alone
+        print(f"sample {seed + 1} of {args.samples} (seed {seed}): {what + '; ' if what else ''}"
+              f"{'the same bytes as' if alone else 'DIFFERENT from'} a run of its own")
+    return ok
+
+
 # A quantized MODEL.bin computes with other weights than SOURCE (and quantizes activations), so
 # its logits differ from the float32 reference by the quantization error: on the shipped model
 # about 1% of 1 + max|logit| for q8_0 and 11% for q4_0. The bounds are several times that: only
@@ -197,12 +211,7 @@ def compare_quantized(args, model: GPT, ids: list[int], prompt: bytes, weight_ty
         ok &= within
     print(f"generations: not compared ({name} weights are not SOURCE's; export with --dtype f32 to compare them)")
     if args.samples:  # what does hold for quantized weights: each sample is a run of its own
-        outs = c_generate_samples(args.run, args.model, prompt, args.steps, 0.8, 40, 0.9, 0, args.samples)
-        for seed, c_out in enumerate(outs):
-            alone = c_out == c_generate(args.run, args.model, prompt, args.steps, 0.8, 40, 0.9, seed)
-            ok &= alone
-            print(f"sample {seed + 1} of {args.samples} (seed {seed}): "
-                  f"{'the same bytes as' if alone else 'DIFFERENT from'} a run of its own")
+        ok &= compare_samples(args, prompt, None)
     return 0 if ok else 1
 
 
@@ -245,14 +254,7 @@ def main() -> int:
         ok &= agrees
         print(f"{name}: {what}")
     if args.samples:
-        t, k, p = 0.8, 40, 0.9
-        outs = c_generate_samples(args.run, args.model, prompt, args.steps, t, k, p, 0, args.samples)
-        for seed, c_out in enumerate(outs):
-            agrees, what = generation_agrees(model, tok, ids, c_out, args.steps, t, k, p, seed)
-            alone = c_out == c_generate(args.run, args.model, prompt, args.steps, t, k, p, seed)
-            ok &= agrees and alone
-            print(f"sample {seed + 1} of {args.samples} (seed {seed}): {what}; "
-                  f"{'the same bytes as' if alone else 'DIFFERENT from'} a run of its own")
+        ok &= compare_samples(args, prompt, (model, tok, ids))
     return 0 if ok else 1
 
 

@@ -56,10 +56,10 @@ def random_model(cfg: GPTConfig, seed: int, std: float = 0.3) -> GPT:
     return GPT(cfg).init_random(seed, std=std).eval()
 
 
-def export(model: GPT | None, tok: TokenizerData, name: str) -> Path:
+def export(model: GPT | None, tok: TokenizerData, name: str, dtype: str = "f32") -> Path:
     TMP.mkdir(exist_ok=True)
     path = TMP / f"{name}.bin"
-    write_model(path, model, tok)
+    write_model(path, model, tok, dtype)
     return path
 
 

@@ -18,9 +18,8 @@ import sys
 
 import pytest
 
-from common import REPO, RUN, TMP, GPTConfig, char_tokenizer, export, gpt2_tokenizer, random_model
+from common import REPO, RUN, GPTConfig, char_tokenizer, export, gpt2_tokenizer, random_model, run
 from compare import c_generate, c_generate_samples, c_tokens, generation_agrees, split_samples
-from export import write_model
 
 PROMPT = b"And God said"
 _models: dict[tuple[str, str], tuple] = {}
@@ -33,17 +32,8 @@ def model(kind: str, dtype: str = "f32"):
         n = len(tok.tokens)
         cfg = GPTConfig(n_layer=2, n_head=2, n_embd=64, n_hidden=128, n_ctx=64, vocab_size=n, vocab_padded=n)
         m = random_model(cfg, seed=9)
-        if dtype == "f32":
-            path = export(m, tok, f"samples_{kind}")
-        else:
-            path = TMP / f"samples_{kind}_{dtype}.bin"
-            write_model(path, m, tok, dtype)
-        _models[kind, dtype] = (m, tok, path)
+        _models[kind, dtype] = (m, tok, export(m, tok, f"samples_{kind}_{dtype}", dtype))
     return _models[kind, dtype]
-
-
-def run(*args, input=None):
-    return subprocess.run([str(RUN), *map(str, args)], input=input, capture_output=True, timeout=120)
 
 
 # (vocabulary, samples, temperature, top-k, top-p, more flags, the same as generate() options)
@@ -152,8 +142,7 @@ def test_compare_py_checks_samples(dtype) -> None:
     shipped = REPO / "models" / "kjv.bin"
     target = shipped
     if dtype != "f32":
-        target = TMP / f"samples_kjv_{dtype}.bin"
-        write_model(target, *read_model(shipped), dtype)
+        target = export(*read_model(shipped), f"samples_kjv_{dtype}", dtype)
     r = subprocess.run([sys.executable, str(REPO / "export" / "compare.py"), str(shipped), str(target), "--samples", "3",
                         "--steps", "40", "--seeds", "1"], capture_output=True, timeout=600)
     out = r.stdout.decode()

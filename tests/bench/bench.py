@@ -192,12 +192,21 @@ def prompt_of(model: Path, n: int) -> Path:
 TIMING = re.compile(r"timing: load [0-9.]+ s, prompt (\d+) tokens ([0-9.]+) tok/s, generated (\d+) tokens ([0-9.]+) tok/s")
 
 
+def timing(binary: Path, model: Path, *flags) -> re.Match:
+    """The timing line of one run (groups: prompt tokens, prefill tok/s, generated tokens, decode
+    tok/s); exits with run's error when it fails."""
+    r = sh(binary, model, *flags)
+    m = TIMING.search(r.stderr.decode())
+    if r.returncode or not m:
+        sys.exit(f"{binary} failed: {r.stderr.decode()}")
+    return m
+
+
 def run_once(model: Path, prompt: Path, *flags) -> tuple[float, float, float]:
     """(load seconds, prefill tok/s, decode tok/s) of one run: 128 greedy tokens after prompt."""
-    r = sh(RUN, model, "-f", prompt, "-n", 128, "-t", 0, "--ignore-eos", "-s", 1, *flags)
-    m = TIMING.search(r.stderr.decode())
-    if r.returncode or not m or int(m[3]) != 128:
-        sys.exit(f"run failed: {r.stderr.decode()}")
+    m = timing(RUN, model, "-f", prompt, "-n", 128, "-t", 0, "--ignore-eos", "-s", 1, *flags)
+    if int(m[3]) != 128:
+        sys.exit(f"run generated {m[3]} tokens, not 128")
     return float(m[0].split()[2]), float(m[2]), float(m[4])
 
 
@@ -318,11 +327,8 @@ def samples_table(runs: int) -> None:
         prefill, prompt = [], prompt_of(model, 128)
         for _ in range(runs):
             for n in counts:
-                r = sh(RUN, model, *flags, "-t", 0.8, "-k", 40, "-s", 1, "--ignore-eos", "--threads", 2,
-                       "--samples", n)
-                m = TIMING.search(r.stderr.decode())
-                if r.returncode or not m:
-                    sys.exit(f"run failed: {r.stderr.decode()}")
+                m = timing(RUN, model, *flags, "-t", 0.8, "-k", 40, "-s", 1, "--ignore-eos", "--threads", 2,
+                           "--samples", n)
                 speeds[n].append(float(m[4]))
             prefill.append(run_once(model, prompt, "--threads", 2)[1])
         base = statistics.median(speeds[1])
@@ -386,11 +392,7 @@ def paths_table(runs: int) -> None:
         for dtype in ("f32", "q8_0"):
             rates = []
             for _ in range(runs):
-                r = sh(run, files[dtype], "-f", prompt, "-n", 1, "-t", 0, "--threads", 2)
-                m = TIMING.search(r.stderr.decode())
-                if r.returncode or not m:
-                    sys.exit(f"{run} failed: {r.stderr.decode()}")
-                rates.append(float(m[2]))
+                rates.append(float(timing(run, files[dtype], "-f", prompt, "-n", 1, "-t", 0, "--threads", 2)[2]))
             cells.append(f"{statistics.median(rates):.0f}")
         print(f"| {path} | {kernels} | {cells[0]} | {cells[1]} |", flush=True)
 
