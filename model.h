@@ -1,4 +1,5 @@
 /* model.h: the weight file format, and the declarations run.c, the kernels and tokenizer.c share.
+ * export/weight_file.py is its Python mirror, field for field.
  *
  * One self-contained, little-endian, memory-mappable file, written by export/export.py:
  *
@@ -55,8 +56,9 @@
  *   (3*C, C), [attn.c_attn.bias (3*C)], attn.c_proj.weight (C, C), [attn.c_proj.bias],
  *   ln_2.weight, [ln_2.bias], mlp.c_fc.weight (H, C), [mlp.c_fc.bias (H)], mlp.c_proj.weight
  *   (C, H), [mlp.c_proj.bias]; then ln_f.weight (C), [ln_f.bias]; [lm_head.weight (Vp, C), when
- *   not tied]. run.c's tensor_list() and export.py's file_tensors() spell out the same list. Matrices are PyTorch
- * nn.Linear's (out_features, in_features), row-major: out[i] = sum_j W[i][j] * in[j].
+ *   not tied]. load.h's tensor_list() and export/weight_file.py's file_tensors() spell out the
+ *   same list. Matrices are PyTorch nn.Linear's (out_features, in_features), row-major:
+ *   out[i] = sum_j W[i][j] * in[j].
  * A q8_0 matrix of n values is n int8 quants, zero padding to a multiple of 4, then n/32
  * float32 scales: value = quant * scale of its group of 32 along the row.
  * A q4_0 matrix of n values is n/2 bytes of quants, zero padding to a multiple of 4, then n/32
@@ -78,10 +80,10 @@
 
 enum { GELU_TANH = 0, GELU_ERF = 1 };
 enum { POS_LEARNED = 0, POS_SINUSOIDAL = 1 };
-enum { WT_F32 = 0, WT_Q8_0 = 1, WT_Q4_0 = 2 };
+enum { WT_F32 = 0, WT_Q8_0 = 1, WT_Q4_0 = 2, WT_COUNT }; /* kernels/matmul.h: weight_format() */
 enum { PRETOK_CHAR = 0, PRETOK_GPT2 = 1, PRETOK_CL100K = 2 };
 #define RANK_NONE 0xFFFFFFFFu
-#define Q8_GROUP 32 /* values per q8_0 or q4_0 scale */
+#define QUANT_GROUP 32 /* values per scale in a q8_0 or q4_0 matrix: the header's group_size */
 
 typedef struct {
     uint32_t magic, version, header_size;

@@ -3,7 +3,7 @@
  *   - values computed by hand (softmax, a scaled dot product, masking, GELU, LayerNorm, UTF-8
  *     streaming, q8_0 quantization);
  *   - every matrix product and attention against the same computation in double;
- *   - every kernel of this build against the arithmetic kernels.h defines for every path,
+ *   - every kernel of this build against the arithmetic kernels/simd.h defines for every path,
  *     written out here in plain C with fmaf, bit for bit: what makes all paths agree exactly.
  * Exit status 1 on failure. */
 #define TESTING
@@ -30,7 +30,7 @@ static void expect_bits(const char *what, const float *got, const float *want, s
     if (differ) failures++;
 }
 
-/* ---- the shared arithmetic, written out plainly (kernels.h's header defines it) -------------- */
+/* ---- the shared arithmetic, written out plainly (kernels/simd.h's header defines it) -------------- */
 
 static float ref_exp(float z) {
     z = fminf(fmaxf(z, -87.0f), 87.0f);
@@ -118,7 +118,7 @@ static void quantize_q4_for_test(uint8_t *bytes, float *scale, int8_t *quants, c
 /* ---- attention cases: random queries, keys and values in the cache's layout ---------------- */
 
 typedef struct {
-    AttentionBlock block;
+    HeadAttention block;
     float *q, *keys, *v, *out, *weights, *scratch;
 } AttentionCase;
 
@@ -136,7 +136,7 @@ static AttentionCase attention_case(int pos, int nq, int hs) {
         for (int d = 0; d < hs; d++) a.keys[(size_t)d * ks + j] = (float)(rng_uniform(&seed) * 4 - 2);
     for (int j = 0; j < n_keys; j++)
         for (int d = 0; d < hs; d++) a.v[(size_t)j * vs + d] = (float)(rng_uniform(&seed) * 2 - 1);
-    a.block = (AttentionBlock){.query = a.q, .query_stride = hs, .keys = a.keys, .key_stride = ks,
+    a.block = (HeadAttention){.query = a.q, .query_stride = hs, .keys = a.keys, .key_stride = ks,
                                .values = a.v, .value_stride = vs, .out = a.out, .out_stride = hs,
                                .pos = pos, .nq = nq, .head_size = hs, .weights = a.weights,
                                .weights_stride = n_keys};
@@ -173,7 +173,7 @@ static TestWeights test_weights(int type, int packed, int n, int d, uint64_t *se
         quantize_q8(t.wq + (size_t)r * n, t.ws + r * (n / 32), t.w + (size_t)r * n, n);
     for (int r = 0; r < d && type == WT_Q4_0; r++)
         quantize_q4_for_test(t.w4 + (size_t)r * n / 2, t.ws + r * (n / 32), t.wq + (size_t)r * n, t.w + (size_t)r * n, n);
-    if (type == WT_Q8_0) t.m = (Matrix){.type = WT_Q8_0, .rows = d, .cols = n, .q = t.wq, .scale = t.ws};
+    if (type == WT_Q8_0) t.m = (Matrix){.type = WT_Q8_0, .rows = d, .cols = n, .q8 = t.wq, .scale = t.ws};
     if (type == WT_Q4_0) t.m = (Matrix){.type = WT_Q4_0, .rows = d, .cols = n, .q4 = t.w4, .scale = t.ws};
     if ((type == WT_Q8_0 && packed) || type == WT_Q4_0) {
         Matrix *list[1] = {&t.m};
@@ -476,7 +476,7 @@ int main(void) {
         values[0 * 16 + d] = (float)(1 + d);
         values[1 * 16 + d] = (float)(4 + d);
     }
-    AttentionBlock block = {.query = q, .query_stride = 3, .keys = keys, .key_stride = 16, .values = values,
+    HeadAttention block = {.query = q, .query_stride = 3, .keys = keys, .key_stride = 16, .values = values,
                             .value_stride = 16, .out = out, .out_stride = 3, .pos = 1, .nq = 1, .head_size = 3,
                             .weights = weights, .weights_stride = 3};
     attention(&block, scratch);

@@ -8,7 +8,7 @@ NEON without and with dotprod under qemu) against references that do not depend 
   freedom left is float32 summation order, bounded by (number of additions + 8) x 2^-24 x (sum
   of the absolute terms). So the check holds on any CPU, and a wrong scale, group, sign or
   quant in any kernel breaks it by orders of magnitude.
-- logits bit-identical on every path: every kernel performs the arithmetic kernels.h defines, in
+- logits bit-identical on every path: every kernel performs the arithmetic kernels/simd.h defines, in
   the same order (tests/test_kernels.c checks each against it); quantized, one token at a time
   and in prefill blocks give the same bits too;
 - float32 logits at every position against PyTorch (tolerance 1e-4 x (1 + max|logit|), orders of
@@ -27,7 +27,7 @@ import pytest
 
 from common import PATHS, REPO, TEXT, TMP, GPTConfig, export, gpt2_tokenizer, random_model
 from compare import c_generate, c_logits, c_tokens, compare_logits
-from export import FileTensor, read_model, read_tensors, write_model
+from weight_file import FileTensor, read_model, read_tensors, write_model
 from paths import ARM_PATHS, emulated
 
 U = 2.0 ** -24  # float32's unit roundoff

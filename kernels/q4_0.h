@@ -1,14 +1,10 @@
-/* kernels_q4.h: every kernel for weights stored as q4_0 (model.h: 4-bit quants -8..7 with one
- * float32 scale per Q8_GROUP values along a row, two quants to a byte). Included by kernels.h,
- * whose matmul() calls q4_matmul() and whose prepare_weights() calls q4_packed_bytes() and
- * q4_pack().
- *
- * The activations are quantized exactly as for q8_0 (quantize_rows in kernels_q8.h: per
- * token, one scale per group of 32, int8 quants), every group's dot product is an exact
- * integer, and the groups are summed as kernels.h defines (an fma chain over the groups of
- * dot_g * (weight scale_g * activation scale_g)): the same arithmetic as q8_0, so every path
- * gives the same bits.
- *   x86 (AVX2 and up): the weights are rearranged once at load (q4_pack) into blocks of 16 rows,
+/* kernels/q4_0.h: matrix products with q4_0 weights (model.h: 4-bit quants -8..7 with one
+ * float32 scale per QUANT_GROUP values along a row, two quants to a byte), computed as
+ * kernels/simd.h defines: the activations quantized as for q8_0 (kernels/quant.h: per token,
+ * one scale per group of 32, int8 quants), an exact integer dot product per group, an fma
+ * chain over the groups of dot_g * (weight scale_g * activation scale_g): the same arithmetic
+ * as q8_0, so every path gives the same bits.
+ *   x86 (AVX2 and up): the weights rearranged once at load (q4_pack) into panels of 16 rows,
  *     one row per 32-bit lane, the 4-bit values kept as unsigned nibbles (quant + 8). A
  *     multiply of unsigned by signed bytes (AVX-VNNI / AVX512-VNNI dpbusd, or maddubs, whose
  *     pairs stay below 2 x 15 x 127 and cannot saturate) gives sum (quant + 8) x; the group's
@@ -16,8 +12,20 @@
  *     kernel (q4_rows16).
  *   NEON (with sdot where the CPU has it) and portable C: row by row from the file's layout.
  */
-#ifndef KERNELS_Q4_H
-#define KERNELS_Q4_H
+#ifndef KERNELS_Q4_0_H
+#define KERNELS_Q4_0_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "../model.h"
+#include "matrix.h"
+#include "quant.h"
+#include "simd.h"
+
+/* ---- row by row, from the file's layout (NEON, portable C) ------------------------------- */
 
 /* Quant k (0..31) of a group's 16 bytes. */
 static inline int q4_quant(const uint8_t *group, int k) {
@@ -46,12 +54,11 @@ static inline int32_t group_dot_q4(const uint8_t *w, const int8_t *x) {
 #endif
 }
 
-/* One row: an fma chain over the groups of dot_g * (weight scale_g * activation scale_g). */
+static int32_t q4_group_dot(const void *w, int b, const int8_t *x) { return group_dot_q4((const uint8_t *)w + b * (QUANT_GROUP / 2), x); }
+
+/* One row of quant bytes wq and scales ws with one token's activation quants and scales. */
 static inline float dot_q4(const uint8_t *wq, const float *ws, const int8_t *xq, const float *xs, int n) {
-    float acc = 0.0f;
-    for (int b = 0; b < n / Q8_GROUP; b++)
-        acc = fmaf((float)group_dot_q4(wq + b * (Q8_GROUP / 2), xq + b * Q8_GROUP), ws[b] * xs[b], acc);
-    return acc;
+    return quant_row_dot(wq, ws, xq, xs, n, q4_group_dot);
 }
 
 /* ---- x86: weights rearranged at load ------------------------------------------------------ */
@@ -73,47 +80,49 @@ static inline float dot_q4(const uint8_t *wq, const float *ws, const int8_t *xq,
 #define Q4_KERNEL "scalar, row by row"
 #endif
 
-/* A block of 16 rows, one group of 32 columns: Q4_PACK_BYTES bytes, 4 lines of 64 where bytes
- * 4r..4r+3 of line k hold, for row r, quants 4k..4k+3 + 8 in their low 4 bits and quants
- * 16+4k..16+4k+3 + 8 in their high 4 bits. */
-#define Q4_PACK_BYTES (PACK_ROWS * Q8_GROUP / 2)
+/* One group of a panel: Q4_PANEL_GROUP bytes, 4 lines of 64 where bytes 4r..4r+3 of line k
+ * hold, for row r, quants 4k..4k+3 + 8 in their low 4 bits and quants 16+4k..16+4k+3 + 8 in
+ * their high 4 bits. */
+#define Q4_PANEL_GROUP (PANEL_ROWS * QUANT_GROUP / 2)
 
-/* The copy of W (rows, n): rows rounded up to whole blocks of 16 (zero quants and scales past
- * the end), quants (rows16 / 16, nb, 256 bytes) then scales (rows16 / 16, nb, 16). */
+/* The copy of W (rows, n): whole panels of 16 rows (zero quants and scales past the end),
+ * quants (panels, nb, 256 bytes) then scales (panels, nb, 16). */
 static size_t q4_packed_bytes(const Matrix *m) {
 #ifdef Q4_PACKED
-    size_t rows16 = ((size_t)m->rows + PACK_ROWS - 1) / PACK_ROWS * PACK_ROWS, groups = rows16 * (size_t)m->cols / Q8_GROUP;
-    return groups * (Q8_GROUP / 2 + sizeof(float));
+    return panel_rows(m->rows) * (size_t)m->cols / QUANT_GROUP * (QUANT_GROUP / 2 + sizeof(float));
 #else
     (void)m;
     return 0;
 #endif
 }
 
-static const float *q4_packed_scales(const Matrix *m) {
-    size_t rows16 = ((size_t)m->rows + PACK_ROWS - 1) / PACK_ROWS * PACK_ROWS;
-    return (const float *)(const void *)(m->packed + rows16 * (size_t)m->cols / 2);
+/* A product's weights as the panel kernels read them: the parts of m's copy. */
+static void q4_packed_parts(const Matrix *m, QuantProduct *p) {
+    p->wq = m->packed;
+    p->ws = (const float *)(const void *)((const uint8_t *)m->packed + panel_rows(m->rows) * (size_t)m->cols / 2);
 }
 
-static void q4_pack(Matrix *m, int8_t *dst) {
-    int n = m->cols, nb = n / Q8_GROUP;
+static void q4_pack(Matrix *m, void *dst) {
+    int n = m->cols, nb = n / QUANT_GROUP;
     m->packed = dst;
-    float *scales = (float *)q4_packed_scales(m);
-    long block;
+    QuantProduct p;
+    q4_packed_parts(m, &p);
+    float *scales = (float *)p.ws;
+    long panel;
 #pragma omp parallel for schedule(static)
-    for (block = 0; block < (m->rows + PACK_ROWS - 1) / PACK_ROWS; block++)
+    for (panel = 0; panel < (m->rows + PANEL_ROWS - 1) / PANEL_ROWS; panel++)
         for (int b = 0; b < nb; b++) {
-            uint8_t *lines = (uint8_t *)dst + ((size_t)block * nb + b) * Q4_PACK_BYTES;
-            for (int r = 0; r < PACK_ROWS; r++) {
-                size_t row = (size_t)block * PACK_ROWS + r;
+            uint8_t *lines = (uint8_t *)dst + ((size_t)panel * nb + b) * Q4_PANEL_GROUP;
+            for (int r = 0; r < PANEL_ROWS; r++) {
+                size_t row = (size_t)panel * PANEL_ROWS + r;
                 int real = row < (size_t)m->rows;
-                const uint8_t *group = m->q4 + (row * n + (size_t)b * Q8_GROUP) / 2;
+                const uint8_t *group = m->q4 + (row * n + (size_t)b * QUANT_GROUP) / 2;
                 for (int k = 0; k < 4; k++)
                     for (int i = 0; i < 4; i++)
                         lines[k * 64 + r * 4 + i] = real ? (uint8_t)((q4_quant(group, 4 * k + i) + 8) |
                                                                      ((q4_quant(group, 16 + 4 * k + i) + 8) << 4))
                                                          : 0x88; /* quant 0 */
-                scales[((size_t)block * nb + b) * PACK_ROWS + r] = real ? m->scale[row * nb + b] : 0.0f;
+                scales[((size_t)panel * nb + b) * PANEL_ROWS + r] = real ? m->scale[row * nb + b] : 0.0f;
             }
         }
 }
@@ -142,23 +151,23 @@ static inline __m256i q4_add(__m256i acc, __m256i a, __m256i xa, __m256i b, __m2
 static inline __m256i q4_sums(__m256i acc) { return _mm256_madd_epi16(acc, _mm256_set1_epi16(1)); }
 #endif
 
-/* Rows 16 * block .. + 15 for tokens t0..t0+tokens-1 (tokens <= 4): rows 0..7 and 8..15 in two
- * registers, the tokens sharing each load of weights. xsum (T, nb): each group's sum of the
+/* Rows 16 * panel .. + 15 for tokens t0..t0+tokens-1 (tokens <= 4): rows 0..7 and 8..15 in two
+ * registers, the tokens sharing each load of weights. p->xsum (T, nb): each group's sum of the
  * activation quants, for taking off 8 x sum(x). One token (decode) also asks for the lines of
- * the group 3 ahead (768 bytes) before it uses this group's, as kernels_q8.h's rows16_avx2 does
+ * the group 3 ahead (768 bytes) before it uses this group's, as kernels/q8_0.h's rows16_avx2 does
  * for its next 512-byte group: on AMD Zen 2 (GPT-2 medium q4_0, 1 thread) 69.6 tok/s with 1 group
  * ahead, 74.9 with 3, 73.9 with 4, 64.7 with 8 (alternating runs, median of 5). */
-static void q4_rows16(const Q8Product *p, const int32_t *xsum, const float *ws_all, int block, int t0, int tokens) {
-    int nb = p->nb, n = nb * Q8_GROUP, r0 = PACK_ROWS * block;
-    const uint8_t *wt = (const uint8_t *)p->w.quants + (size_t)block * nb * Q4_PACK_BYTES;
-    const float *ws = ws_all + (size_t)block * nb * PACK_ROWS;
+static void q4_rows16(const QuantProduct *p, int panel, int t0, int tokens) {
+    int nb = p->nb, n = nb * QUANT_GROUP, r0 = PANEL_ROWS * panel;
+    const uint8_t *wt = (const uint8_t *)p->wq + (size_t)panel * nb * Q4_PANEL_GROUP;
+    const float *ws = p->ws + (size_t)panel * nb * PANEL_ROWS;
     const __m256i low4 = _mm256_set1_epi8(15);
     __m256 lo[4], hi[4];
     for (int t = 0; t < 4; t++) lo[t] = hi[t] = _mm256_setzero_ps();
     for (int b = 0; b < nb; b++) {
-        const uint8_t *group = wt + (size_t)b * Q4_PACK_BYTES;
+        const uint8_t *group = wt + (size_t)b * Q4_PANEL_GROUP;
         if (tokens == 1)
-            for (int k = 0; k < 4; k++) _mm_prefetch((const char *)(group + 3 * Q4_PACK_BYTES + 64 * k), _MM_HINT_T0);
+            for (int k = 0; k < 4; k++) _mm_prefetch((const char *)(group + 3 * Q4_PANEL_GROUP + 64 * k), _MM_HINT_T0);
         __m256i dlo[4], dhi[4];
         for (int t = 0; t < 4; t++) dlo[t] = dhi[t] = _mm256_setzero_si256();
         for (int k = 0; k < 4; k++) {
@@ -168,7 +177,7 @@ static void q4_rows16(const Q8Product *p, const int32_t *xsum, const float *ws_a
             __m256i a_lo = _mm256_and_si256(vlo, low4), b_lo = _mm256_and_si256(_mm256_srli_epi16(vlo, 4), low4);
             __m256i a_hi = _mm256_and_si256(vhi, low4), b_hi = _mm256_and_si256(_mm256_srli_epi16(vhi, 4), low4);
             for (int t = 0; t < tokens; t++) {
-                const int8_t *x = p->xq + (size_t)(t0 + t) * n + b * Q8_GROUP;
+                const int8_t *x = p->xq + (size_t)(t0 + t) * n + b * QUANT_GROUP;
                 int32_t first, second;
                 memcpy(&first, x + 4 * k, 4);
                 memcpy(&second, x + 16 + 4 * k, 4);
@@ -177,9 +186,9 @@ static void q4_rows16(const Q8Product *p, const int32_t *xsum, const float *ws_a
                 dhi[t] = q4_add(dhi[t], a_hi, xa, b_hi, xb);
             }
         }
-        __m256 slo = _mm256_loadu_ps(ws + b * PACK_ROWS), shi = _mm256_loadu_ps(ws + b * PACK_ROWS + 8);
+        __m256 slo = _mm256_loadu_ps(ws + b * PANEL_ROWS), shi = _mm256_loadu_ps(ws + b * PANEL_ROWS + 8);
         for (int t = 0; t < tokens; t++) {
-            __m256i offset = _mm256_set1_epi32(8 * xsum[(size_t)(t0 + t) * nb + b]);
+            __m256i offset = _mm256_set1_epi32(8 * p->xsum[(size_t)(t0 + t) * nb + b]);
             __m256 sx = _mm256_set1_ps(p->xs[(size_t)(t0 + t) * nb + b]);
             lo[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(q4_sums(dlo[t]), offset)), _mm256_mul_ps(slo, sx), lo[t]);
             hi[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(q4_sums(dhi[t]), offset)), _mm256_mul_ps(shi, sx), hi[t]);
@@ -187,44 +196,76 @@ static void q4_rows16(const Q8Product *p, const int32_t *xsum, const float *ws_a
     }
     store_rows16(p, r0, t0, tokens, lo, hi);
 }
+
+/* Each group's sum of the activation quants (T * nb groups), for kernels that multiply weights
+ * offset by a constant (q4_0's quant + 8) and take the constant's share off again. */
+static void group_sums(int32_t *sum, const int8_t *q, long groups) {
+    for (long g = 0; g < groups; g++) {
+        int32_t s = 0;
+        for (int k = 0; k < QUANT_GROUP; k++) s += q[g * QUANT_GROUP + k];
+        sum[g] = s;
+    }
+}
+
+static void q4_decode_panel(const QuantProduct *p, int panel) { q4_rows16(p, panel, 0, 1); }
+static void q4_prefill_panel(const QuantProduct *p, int panel) {
+    for (int t0 = 0; t0 < p->T; t0 += 4) q4_rows16(p, panel, t0, min_int(4, p->T - t0));
+}
 #endif
 
 /* ---- the entry point ---------------------------------------------------------------------- */
 
-/* q4_0 W: activations quantized as for q8_0; then from the rearranged copy (x86: decode with
- * the rows split between threads in blocks of 16, prefill a block at a time for every token
- * while it sits in cache), else row by row (blocks of 4 rows, each for every token). */
-static void q4_matmul(float *out, const float *x, const Matrix *w, const float *bias, int T,
+#ifndef Q4_PACKED
+static float q4_row_dot(const Matrix *w, int r, const int8_t *xq, const float *xs) {
+    int n = w->cols;
+    return dot_q4(w->q4 + (size_t)r * n / 2, w->scale + (size_t)r * (n / QUANT_GROUP), xq, xs, n);
+}
+
+#endif
+
+/* q4_0 W: activations quantized as for q8_0; then panel by panel from the rearranged copy
+ * (x86), else row by row. One arithmetic serves decode and prefill (decode is unused). */
+static void q4_matmul(float *out, const float *x, const Matrix *w, const float *bias, int T, int decode,
                       MatmulScratch *scratch) {
-    int n = w->cols, nb = n / Q8_GROUP, d = w->rows;
+    (void)decode;
+    int n = w->cols;
     quantize_rows(scratch->q, scratch->scale, x, T, n, 0);
-    const int8_t *xq = scratch->q;
-    const float *xs = scratch->scale;
 #ifdef Q4_PACKED
-    int32_t *xsum = scratch->sum;
-    for (long g = 0; g < (long)T * nb; g++) {
-        int32_t sum = 0;
-        for (int k = 0; k < Q8_GROUP; k++) sum += xq[g * Q8_GROUP + k];
-        xsum[g] = sum;
-    }
-    Q8Product p = {out, bias, T, d, nb, xq, xs, {w->packed, NULL, NULL}};
-    const float *ws = q4_packed_scales(w);
-    int blocks = (d + PACK_ROWS - 1) / PACK_ROWS, block;
-#pragma omp parallel for schedule(static) if (T == 1)
-    for (block = 0; block < (T == 1 ? blocks : 0); block++) q4_rows16(&p, xsum, ws, block, 0, 1);
-#pragma omp parallel for schedule(dynamic, 1) if (T > 1)
-    for (block = 0; block < (T > 1 ? blocks : 0); block++)
-        for (int t0 = 0; t0 < T; t0 += 4) q4_rows16(&p, xsum, ws, block, t0, min_int(4, T - t0));
+    int nb = n / QUANT_GROUP;
+    group_sums(scratch->sum, scratch->q, (long)T * nb);
+    QuantProduct p = {.out = out, .bias = bias, .T = T, .rows = w->rows, .nb = nb,
+                      .xq = scratch->q, .xs = scratch->scale, .xsum = scratch->sum};
+    q4_packed_parts(w, &p);
+    for_each_panel(&p, q4_decode_panel, q4_prefill_panel);
 #else
-    int i;
-#pragma omp parallel for schedule(dynamic, 4)
-    for (i = 0; i < (d + 3) / 4; i++)
-        for (int t = 0; t < T; t++)
-            for (int r = 4 * i; r < min_int(4 * i + 4, d); r++)
-                out[(size_t)t * d + r] = dot_q4(w->q4 + (size_t)r * n / 2, w->scale + (size_t)r * nb,
-                                                xq + (size_t)t * n, xs + (size_t)t * nb, n) +
-                                         (bias ? bias[r] : 0.0f);
+    quant_matmul_rows(out, w, bias, T, scratch, q4_row_dot);
 #endif
 }
+
+/* ---- the format's record (kernels/matrix.h) --------------------------------------------- */
+
+/* model.h: n / 2 bytes of quants, zero padding to a multiple of 4 bytes, then n / 32 scales */
+static uint64_t q4_scales_offset(uint64_t n) { return (n / 2 + 3) & ~(uint64_t)3; }
+static uint64_t q4_file_bytes(uint64_t n) { return q4_scales_offset(n) + n / QUANT_GROUP * 4; }
+
+static void q4_place(Matrix *m, const uint8_t *data, uint64_t count, uint64_t first) {
+    m->q4 = data + first / 2;
+    m->scale = (const float *)(const void *)(data + q4_scales_offset(count)) + first / QUANT_GROUP;
+}
+
+static void q4_row(const Matrix *m, int r, float *out) {
+    const uint8_t *q = m->q4 + (size_t)r * m->cols / 2;
+    const float *scale = m->scale + (size_t)r * m->cols / QUANT_GROUP;
+    for (int i = 0; i < m->cols; i++)
+        out[i] = (float)q4_quant(q + i / QUANT_GROUP * (QUANT_GROUP / 2), i % QUANT_GROUP) * scale[i / QUANT_GROUP];
+}
+
+static const char *q4_describe(void) { return Q4_KERNEL; }
+
+static const WeightFormat q4_0_format = {
+    .name = "q4_0", .group_size = QUANT_GROUP, .file_bytes = q4_file_bytes, .place = q4_place, .row = q4_row,
+    .packed_bytes = q4_packed_bytes, .pack = q4_pack, .matmul = q4_matmul, .describe = q4_describe,
+    .scratch_init = quant_scratch_init,
+};
 
 #endif

@@ -1,0 +1,270 @@
+/* cli.h: the command line: the options (README.md's table), their checks, and reading the
+ * prompt and other files. Every bad value or combination is a one-line error. */
+#ifndef CLI_H
+#define CLI_H
+
+#include "util.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "model.h"
+
+#define RUN_VERSION "0.9.0"
+
+static void usage(FILE *f, int max_block) {
+    fprintf(f,
+        "usage: run MODEL.bin [options]\n"
+        "Generates text after a prompt; or, with one of the tool modes, scores, draws or inspects.\n"
+        "The prompt: -i TEXT, -f FILE (- for stdin), or stdin when it is not a terminal; none\n"
+        "starts from the end-of-text token.\n"
+        "  -i, --prompt TEXT         prompt text\n"
+        "  -f, --prompt-file FILE    prompt read from a file (raw bytes; - reads stdin)\n"
+        "generation:\n"
+        "  -n, --max-new-tokens N    tokens to generate after the prompt (default 256); past the\n"
+        "                            context the window moves (--keep)\n"
+        "  -t, --temperature T       0 = greedy argmax (default 1.0)\n"
+        "  -k, --top-k K             keep the K most likely tokens, 0 = off (default 0)\n"
+        "  -p, --top-p P             nucleus sampling, 1.0 = off (default 0.9)\n"
+        "  -s, --seed S              RNG seed (default: from the clock); echoed on stderr\n"
+        "      --repeat-penalty R    divide a recent token's positive logit by R, multiply a\n"
+        "                            negative one (Hugging Face's rule; default 1.0 = off)\n"
+        "      --repeat-last N       tokens the penalty looks back on (default 64)\n"
+        "      --stop STR            stop after the token that completes STR in the generated\n"
+        "                            text (printed whole; repeatable)\n"
+        "      --keep N              tokens kept when the context is full (default: half of it)\n"
+        "      --ignore-eos          keep generating past the end-of-text token\n"
+        "      --no-echo             leave the prompt out of stdout\n"
+        "      --samples N           N continuations decoded together, sample i with seed S+i,\n"
+        "                            each after a line '--- sample I of N, seed S ---' (default 1)\n"
+        "tool modes (one at a time, then exit):\n"
+        "      --tokenize            show the prompt's tokens (coloured on a terminal)\n"
+        "      --ids                 with --tokenize: only the ids, even on a terminal\n"
+        "      --perplexity FILE     score FILE (- for stdin): tokens=N nll=X ppl=Y bpb=Z\n"
+        "      --attention OUT.html  write the prompt's attention weights as a web page\n"
+        "      --logits OUT          write the prompt's logits at every position (float32,\n"
+        "                            positions x vocab_size) for comparing with PyTorch\n"
+        "      --info                print the model's configuration, file layout and kernels\n"
+        "any mode that runs the model:\n"
+        "      --threads N           worker threads (default: the CPUs this process may use,\n"
+        "                            fewer while generating if that is faster: a busy machine)\n"
+        "      --block N             prompt tokens per forward pass (default %d; 1 = one at a\n"
+        "                            time, as generation does)\n"
+        "  -h, --help                this text\n"
+        "      --version             the program's version and the model file format it reads\n"
+        "examples:\n"
+        "  run models/kjv.bin -i \"And God said\" -n 200 -t 0.8 -k 40\n"
+        "  echo \"In the beginning\" | run models/kjv.bin -t 0 --repeat-penalty 1.3 --stop \".\"\n"
+        "  run models/kjv.bin --perplexity heldout.txt\n", max_block);
+}
+
+static long parse_long(const char *flag, const char *s, long lo, long hi) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (*s == '\0' || *end != '\0') die("%s needs a whole number from %ld to %ld, got '%s'", flag, lo, hi, s);
+    if (errno == ERANGE || v < lo || v > hi) die("%s must be between %ld and %ld, got %s", flag, lo, hi, s);
+    return v;
+}
+
+/* hint: said after the error when the value is not a number at all */
+static double parse_double(const char *flag, const char *s, double lo, double hi, const char *hint) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (*s == '\0' || *end != '\0' || isnan(v))
+        die("%s needs a number from %g to %g, got '%s'%s", flag, lo, hi, s, hint ? hint : "");
+    if (errno == ERANGE || !isfinite(v) || v < lo || v > hi)
+        die("%s must be between %g and %g, got %s", flag, lo, hi, s);
+    return v;
+}
+
+/* The whole of a file, or of stdin for "-". */
+static uint8_t *read_file_or_die(const char *path, size_t *len) {
+    int is_stdin = strcmp(path, "-") == 0;
+    const char *name = is_stdin ? "standard input" : path;
+    FILE *f = is_stdin ? stdin : fopen(path, "rb");
+    if (!f) die("cannot open file '%s': %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode))
+        die("'%s' is a directory, not a file", name);
+    size_t cap = 4096, n = 0;
+    uint8_t *buf = calloc_or_die(cap, "prompt");
+    for (;;) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (ferror(f)) die("cannot read '%s': %s", name, strerror(errno));
+        if (n < cap) break;
+        buf = realloc(buf, cap *= 2);
+        if (!buf) die("out of memory reading '%s'", name);
+    }
+    if (!is_stdin) fclose(f);
+    *len = n;
+    return buf;
+}
+
+/* Everything the command line says. */
+typedef struct {
+    const char *model_path;
+    const char *prompt, *prompt_file;
+    const char *logits_path, *perplexity_path, *attention_path;
+    long max_new, top_k, threads, block, keep, repeat_last, samples;
+    double temperature, top_p, repeat_penalty;
+    uint64_t seed;
+    int have_seed, ignore_eos, tokenize, ids_only, info, no_echo;
+    const char **stop;
+    int n_stop;
+    /* for refusing combinations */
+    const char *mode;             /* the tool mode, or NULL for generation */
+    const char *generation_flag;  /* the first flag given that only generation uses, or NULL */
+    int block_given;              /* --block: only modes that run the model use it */
+} Options;
+
+enum { OPT_BLOCK = 255, OPT_THREADS = 256, OPT_IGNORE_EOS, OPT_TOKENIZE, OPT_IDS, OPT_PERPLEXITY, OPT_ATTENTION,
+       OPT_INFO, OPT_LOGITS, OPT_STOP, OPT_KEEP, OPT_REPEAT_PENALTY, OPT_REPEAT_LAST, OPT_NO_ECHO, OPT_VERSION,
+       OPT_SAMPLES };
+
+static void set_mode(Options *o, const char *flag) {
+    if (o->mode && strcmp(o->mode, flag) != 0) die("%s and %s are two modes: give one at a time", o->mode, flag);
+    o->mode = flag;
+}
+
+/* The flag's name when only generation uses it, else NULL. */
+static const char *generation_only(int opt) {
+    switch (opt) {
+    case 'n': return "-n"; case 't': return "-t"; case 'k': return "-k"; case 'p': return "-p";
+    case 's': return "-s"; case OPT_IGNORE_EOS: return "--ignore-eos"; case OPT_STOP: return "--stop";
+    case OPT_KEEP: return "--keep"; case OPT_REPEAT_PENALTY: return "--repeat-penalty";
+    case OPT_REPEAT_LAST: return "--repeat-last"; case OPT_NO_ECHO: return "--no-echo";
+    case OPT_SAMPLES: return "--samples";
+    default: return NULL;
+    }
+}
+
+/* Generation and the modes that read a prompt (-i, -f or stdin). */
+static int takes_prompt(const Options *o) {
+    return !o->mode || o->tokenize || o->attention_path || o->logits_path;
+}
+
+static Options parse_options(int argc, char **argv, int max_block) {
+    Options o = {.max_new = 256, .block = max_block, .temperature = 1.0, .top_p = 0.9, .keep = -1,
+                 .repeat_penalty = 1.0, .repeat_last = 64, .samples = 1};
+    static const struct option options[] = {
+        {"prompt", required_argument, 0, 'i'},
+        {"prompt-file", required_argument, 0, 'f'},
+        {"max-new-tokens", required_argument, 0, 'n'},
+        {"temperature", required_argument, 0, 't'},
+        {"top-k", required_argument, 0, 'k'},
+        {"top-p", required_argument, 0, 'p'},
+        {"seed", required_argument, 0, 's'},
+        {"threads", required_argument, 0, OPT_THREADS},
+        {"block", required_argument, 0, OPT_BLOCK},
+        {"ignore-eos", no_argument, 0, OPT_IGNORE_EOS},
+        {"stop", required_argument, 0, OPT_STOP},
+        {"keep", required_argument, 0, OPT_KEEP},
+        {"repeat-penalty", required_argument, 0, OPT_REPEAT_PENALTY},
+        {"repeat-last", required_argument, 0, OPT_REPEAT_LAST},
+        {"no-echo", no_argument, 0, OPT_NO_ECHO},
+        {"samples", required_argument, 0, OPT_SAMPLES},
+        {"tokenize", no_argument, 0, OPT_TOKENIZE},
+        {"ids", no_argument, 0, OPT_IDS},
+        {"perplexity", required_argument, 0, OPT_PERPLEXITY},
+        {"attention", required_argument, 0, OPT_ATTENTION},
+        {"info", no_argument, 0, OPT_INFO},
+        {"logits", required_argument, 0, OPT_LOGITS},
+        {"help", no_argument, 0, 'h'},
+        {"version", no_argument, 0, OPT_VERSION},
+        {0, 0, 0, 0},
+    };
+    opterr = 0; /* we print our own one-line errors */
+    int opt;
+    while ((opt = getopt_long(argc, argv, ":i:f:n:t:k:p:s:h", options, NULL)) != -1) {
+        if (!o.generation_flag) o.generation_flag = generation_only(opt);
+        switch (opt) {
+        case 'i': o.prompt = optarg; break;
+        case 'f': o.prompt_file = optarg; break;
+        case 'n': o.max_new = parse_long("-n/--max-new-tokens", optarg, 0, LONG_MAX / 2); break;
+        case 't': o.temperature = parse_double("-t/--temperature", optarg, 0.0, 1e6, NULL); break;
+        case 'k': o.top_k = parse_long("-k/--top-k", optarg, 0, INT_MAX); break;
+        case 'p': o.top_p = parse_double("-p/--top-p", optarg, 1e-9, 1.0, " (the prompt is given with -i TEXT)"); break;
+        case 's': {
+            char *end;
+            errno = 0;
+            unsigned long long v = strtoull(optarg, &end, 10);
+            if (!*optarg || *end || *optarg == '-')
+                die("-s/--seed needs a whole number from 0 to 2^64-1, got '%s'", optarg);
+            if (errno == ERANGE) die("-s/--seed must be between 0 and 2^64-1, got %s", optarg);
+            o.seed = v;
+            o.have_seed = 1;
+            break;
+        }
+        case OPT_THREADS: o.threads = parse_long("--threads", optarg, 1, 1024); break;
+        case OPT_BLOCK: o.block = parse_long("--block", optarg, 1, max_block); o.block_given = 1; break;
+        case OPT_IGNORE_EOS: o.ignore_eos = 1; break;
+        case OPT_STOP: {
+            size_t n = strlen(optarg);
+            if (n == 0 || n > 256) die("--stop needs a string of 1 to 256 bytes, got %zu bytes", n);
+            const char **more = realloc(o.stop, (size_t)(o.n_stop + 1) * sizeof *more);
+            if (!more) die("out of memory for the stop strings");
+            o.stop = more;
+            o.stop[o.n_stop++] = optarg;
+            break;
+        }
+        case OPT_KEEP: o.keep = parse_long("--keep", optarg, 0, INT_MAX); break;
+        case OPT_REPEAT_PENALTY: o.repeat_penalty = parse_double("--repeat-penalty", optarg, 1e-3, 1e3, NULL); break;
+        case OPT_REPEAT_LAST: o.repeat_last = parse_long("--repeat-last", optarg, 1, INT_MAX); break;
+        case OPT_NO_ECHO: o.no_echo = 1; break;
+        case OPT_SAMPLES: o.samples = parse_long("--samples", optarg, 1, 1L << 30); break;
+        case OPT_TOKENIZE: set_mode(&o, "--tokenize"); o.tokenize = 1; break;
+        case OPT_IDS: o.ids_only = 1; break;
+        case OPT_PERPLEXITY: set_mode(&o, "--perplexity"); o.perplexity_path = optarg; break;
+        case OPT_ATTENTION: set_mode(&o, "--attention"); o.attention_path = optarg; break;
+        case OPT_INFO: set_mode(&o, "--info"); o.info = 1; break;
+        case OPT_LOGITS: set_mode(&o, "--logits"); o.logits_path = optarg; break;
+        case 'h': usage(stdout, max_block); exit(0);
+        case OPT_VERSION:
+            printf("run %s (model file format version %u)\n", RUN_VERSION, MODEL_VERSION);
+            exit(0);
+        case ':': die("option '%s' needs a value (see --help)", argv[optind - 1]);
+        default: die("unknown option '%s' (see --help)", argv[optind - 1]);
+        }
+    }
+    if (optind >= argc) die("no model file given (usage: run MODEL.bin [options], see --help)");
+    if (optind + 1 < argc) die("unexpected argument '%s' (see --help)", argv[optind + 1]);
+    o.model_path = argv[optind];
+
+    /* combinations that would leave a flag without effect are refused */
+    if (o.prompt && o.prompt_file) die("give the prompt with -i or -f, not both");
+    if (!takes_prompt(&o) && (o.prompt || o.prompt_file))
+        die("%s takes no prompt (-i/-f): %s", o.mode,
+            o.perplexity_path ? "it scores the file given to it" : "it reads only the model");
+    if (o.ids_only && !o.tokenize) die("--ids only goes with --tokenize");
+    if (o.mode && o.generation_flag) die("%s only affects generation, not %s", o.generation_flag, o.mode);
+    /* --info reports the thread count, so it takes --threads */
+    if ((o.tokenize || o.info) && o.block_given) die("--block does nothing with %s (it runs no model)", o.mode);
+    if (o.tokenize && o.threads > 0) die("--threads does nothing with --tokenize (it runs no model)");
+    return o;
+}
+
+/* The prompt: -i, -f (- for stdin), else stdin when it is not a terminal, else none. */
+static uint8_t *read_prompt(const Options *o, size_t *len) {
+    *len = 0;
+    if (o->prompt_file) return read_file_or_die(o->prompt_file, len);
+    if (o->prompt) {
+        *len = strlen(o->prompt);
+        uint8_t *text = calloc_or_die(*len + 1, "prompt");
+        memcpy(text, o->prompt, *len);
+        return text;
+    }
+    if (!isatty(0)) return read_file_or_die("-", len);
+    return NULL;
+}
+
+#endif

@@ -1,0 +1,171 @@
+/* kernels/attention.h: causal attention of one head, for consecutive queries of one sequence
+ * over that head's keys and values in the key/value cache, computed as kernels/simd.h defines
+ * (scores, softmax, weighted sum of values). kv_cache.h lays the cache out and splits the work
+ * of a layer's heads between threads. */
+#ifndef KERNELS_ATTENTION_H
+#define KERNELS_ATTENTION_H
+
+#include <math.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "ops.h"
+#include "simd.h"
+
+/* Causal attention of nq consecutive queries of one head, at positions pos..pos+nq-1: query i
+ * weighs keys 0..pos+i by softmax(query . key / sqrt(head_size)) (later keys are masked: weight
+ * exactly 0) and writes the weighted sum of their values. The cache layout lets a vector hold
+ * VW keys at once: keys transposed (dimension d of position j at keys[d * key_stride + j]),
+ * values by position (position j's at values[j * value_stride], zero past head_size). */
+typedef struct {
+    const float *query;  /* nq queries of head_size floats, query_stride floats apart */
+    int query_stride;
+    const float *keys;   /* (head_size, key_stride): this head's keys, transposed */
+    int key_stride;      /* round_up16(n_ctx) */
+    const float *values; /* (n_ctx, value_stride): this head's values */
+    int value_stride;    /* round_up16(head_size) */
+    float *out;          /* nq outputs of head_size floats, out_stride floats apart */
+    int out_stride;
+    int pos, nq, head_size;
+    float *weights;      /* when not NULL, query i's attention weights go to weights + i *
+                            weights_stride (pos + i + 1 values): the --attention picture */
+    int weights_stride;
+} HeadAttention;
+
+/* Prefill hands attention() tiles of up to QUERY_TILE consecutive queries of one head; each
+ * call needs scratch of attention_scratch_floats() floats. */
+#define QUERY_TILE 16
+static size_t attention_scratch_floats(int n_ctx, int head_size) {
+    return (size_t)QUERY_TILE * ((size_t)round_up16(n_ctx) + (size_t)round_up16(head_size));
+}
+
+/* One query at position pos: scores of keys 0..pos, VW keys to a vector (four vectors in
+ * flight), softmax, weighted sum of values, VW dimensions to a vector. att: round_up16(pos + 1)
+ * floats, which hold the attention weights afterwards; qs: round_up16(head_size) floats. */
+static void attention_one(const HeadAttention *b, int i, float *att, float *qs) {
+    int n = b->pos + i + 1, hs = b->head_size, ks = b->key_stride, vs = b->value_stride, j = 0;
+    const float *query = b->query + (size_t)i * b->query_stride;
+    float scale = 1.0f / sqrtf((float)hs);
+    for (int d = 0; d < hs; d++) qs[d] = query[d] * scale;
+    for (; j + 4 * VW <= n; j += 4 * VW) {
+        vf s0 = vf_set1(0.0f), s1 = s0, s2 = s0, s3 = s0;
+        for (int d = 0; d < hs; d++) {
+            const float *k = b->keys + (size_t)d * ks + j;
+            vf q = vf_set1(qs[d]);
+            s0 = vf_fma(q, vf_load(k), s0);
+            s1 = vf_fma(q, vf_load(k + VW), s1);
+            s2 = vf_fma(q, vf_load(k + 2 * VW), s2);
+            s3 = vf_fma(q, vf_load(k + 3 * VW), s3);
+        }
+        vf_store(att + j, s0); vf_store(att + j + VW, s1); vf_store(att + j + 2 * VW, s2); vf_store(att + j + 3 * VW, s3);
+    }
+    for (; j < n; j += VW) { /* rows are round_up16(n_ctx) long: a part vector reads cache, not past it */
+        vf s = vf_set1(0.0f);
+        for (int d = 0; d < hs; d++) s = vf_fma(vf_set1(qs[d]), vf_load(b->keys + (size_t)d * ks + j), s);
+        vf_store(att + j, s);
+    }
+    softmax(att, n);
+    float *out = b->out + (size_t)i * b->out_stride;
+    for (int d0 = 0; d0 < hs; d0 += 4 * VW) { /* four vectors of the head's dimensions in flight */
+        int vectors = min_int(4, (round_up16(hs) - d0 + VW - 1) / VW);
+        vf acc[4] = {vf_set1(0.0f), vf_set1(0.0f), vf_set1(0.0f), vf_set1(0.0f)};
+        for (j = 0; j < n; j++) {
+            vf weight = vf_set1(att[j]);
+            const float *v = b->values + (size_t)j * vs + d0;
+            for (int u = 0; u < vectors; u++) acc[u] = vf_fma(weight, vf_load(v + u * VW), acc[u]);
+        }
+        for (int u = 0; u < vectors; u++) {
+            float part[VW];
+            vf_store(part, acc[u]);
+            for (int l = 0; l < VW && d0 + u * VW + l < hs; l++) out[d0 + u * VW + l] = part[l];
+        }
+    }
+    if (b->weights) memcpy(b->weights + (size_t)i * b->weights_stride, att, (size_t)n * sizeof(float));
+}
+
+#if defined(__AVX512F__)
+/* The same computation for queries q0..q0+15 of a tile (fewer at its end) with the queries in
+ * the lanes of a register, so that scores need no horizontal sums (head_size a multiple of 16):
+ *   qt (hs, 16): the queries transposed, times 1/sqrt(hs);
+ *   att (n_keys, 16): for each key j, the 16 queries' scores, then their softmax weights; key j
+ *   is masked (weight exactly 0, which adds exactly nothing) for the queries before position j.
+ * Each lane performs the operations of attention_one() in the same order. */
+static void attention_lanes16(const HeadAttention *b, int q0, float *scratch) {
+    int hs = b->head_size, nq = min_int(16, b->nq - q0), p0 = b->pos + q0, n_keys = p0 + nq, j;
+    int ks = b->key_stride, vs = b->value_stride;
+    const float *queries = b->query + (size_t)q0 * b->query_stride;
+    float *att = scratch, *qt = scratch + (size_t)16 * round_up16(n_keys);
+    float scale = 1.0f / sqrtf((float)hs);
+    for (int d = 0; d < hs; d++)
+        for (int q = 0; q < 16; q++) qt[d * 16 + q] = q < nq ? queries[(size_t)q * b->query_stride + d] * scale : 0.0f;
+    __mmask16 live = (__mmask16)((1u << nq) - 1);
+#define VISIBLE(j) (__mmask16)((j) <= p0 ? live : live & ~((1u << ((j) - p0)) - 1))
+    /* scores: 4 keys at a time share each load of qt */
+    __m512 max = _mm512_set1_ps(-INFINITY);
+    for (j = 0; j < n_keys; j += 4) {
+        int keys_here = min_int(4, n_keys - j);
+        __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+        for (int d = 0; d < hs; d++) {
+            __m512 qv = _mm512_loadu_ps(qt + d * 16);
+            const float *k = b->keys + (size_t)d * ks + j; /* keys j..j+3: within the row */
+            s0 = _mm512_fmadd_ps(qv, _mm512_set1_ps(k[0]), s0);
+            s1 = _mm512_fmadd_ps(qv, _mm512_set1_ps(k[1]), s1);
+            s2 = _mm512_fmadd_ps(qv, _mm512_set1_ps(k[2]), s2);
+            s3 = _mm512_fmadd_ps(qv, _mm512_set1_ps(k[3]), s3);
+        }
+        __m512 sc[4] = {s0, s1, s2, s3};
+        for (int k = 0; k < keys_here; k++) {
+            _mm512_storeu_ps(att + (size_t)(j + k) * 16, sc[k]);
+            max = _mm512_mask_max_ps(max, VISIBLE(j + k), max, sc[k]);
+        }
+    }
+    /* softmax over the keys, each query in its lane: exponentials, their sum in key order */
+    __m512 sum = _mm512_setzero_ps(), minus_max = _mm512_mul_ps(max, _mm512_set1_ps(-1.0f));
+    for (j = 0; j < n_keys; j++) {
+        __m512 e = _mm512_maskz_mov_ps(VISIBLE(j), vf_exp(_mm512_add_ps(_mm512_loadu_ps(att + (size_t)j * 16), minus_max)));
+        _mm512_storeu_ps(att + (size_t)j * 16, e);
+        sum = _mm512_add_ps(sum, e);
+    }
+    sum = _mm512_mask_mov_ps(_mm512_set1_ps(1.0f), live, sum);
+    for (j = 0; j < n_keys; j++)
+        _mm512_storeu_ps(att + (size_t)j * 16, _mm512_div_ps(_mm512_loadu_ps(att + (size_t)j * 16), sum));
+#undef VISIBLE
+    /* weighted sum of values: 4 queries x 16 dimensions of the head at a time, each query over
+     * the keys up to the last query's position (the others' weights for later keys are 0) */
+    for (int q4 = 0; q4 < nq; q4 += 4)
+        for (int d = 0; d < hs; d += 16) {
+            __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            int last = p0 + min_int(q4 + 4, nq); /* keys 0..last-1 */
+            for (j = 0; j < last; j++) {
+                __m512 v = _mm512_loadu_ps(b->values + (size_t)j * vs + d);
+                const float *w = att + (size_t)j * 16 + q4;
+                a0 = _mm512_fmadd_ps(_mm512_set1_ps(w[0]), v, a0);
+                a1 = _mm512_fmadd_ps(_mm512_set1_ps(w[1]), v, a1);
+                a2 = _mm512_fmadd_ps(_mm512_set1_ps(w[2]), v, a2);
+                a3 = _mm512_fmadd_ps(_mm512_set1_ps(w[3]), v, a3);
+            }
+            __m512 acc[4] = {a0, a1, a2, a3};
+            for (int q = q4; q < q4 + 4 && q < nq; q++)
+                _mm512_storeu_ps(b->out + (size_t)(q0 + q) * b->out_stride + d, acc[q - q4]);
+        }
+    if (b->weights) /* the weights of each query, out of their lanes */
+        for (int q = 0; q < nq; q++)
+            for (j = 0; j <= p0 + q; j++) b->weights[(size_t)(q0 + q) * b->weights_stride + j] = att[(size_t)j * 16 + q];
+}
+#endif
+
+/* The entry point: a prompt's queries 16 at a time in the lanes of a register where
+ * AVX-512 allows, else (and for the single query of a decode step) one query at a time. Both
+ * give the same bits. */
+static void attention(const HeadAttention *b, float *scratch) {
+#if defined(__AVX512F__)
+    if (b->nq > 1 && b->head_size % 16 == 0) {
+        for (int q0 = 0; q0 < b->nq; q0 += 16) attention_lanes16(b, q0, scratch);
+        return;
+    }
+#endif
+    float *qs = scratch + (size_t)16 * round_up16(b->pos + b->nq);
+    for (int i = 0; i < b->nq; i++) attention_one(b, i, scratch, qs);
+}
+
+#endif

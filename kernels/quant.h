@@ -1,0 +1,164 @@
+/* kernels/quant.h: what the quantized weight formats (kernels/q8_0.h, q4_0.h) share.
+ *
+ *   the group: QUANT_GROUP values along a row share one float32 scale (model.h);
+ *   the activation quantizer: every product quantizes its input the same way on every path,
+ *     per token, one int8 scale per group (quantize_q8), so that each group's dot product is
+ *     an exact integer, and the groups are summed as kernels/simd.h defines;
+ *   the packing geometry: on x86 the weights are rearranged once at load into panels of
+ *     PANEL_ROWS rows, one row per 32-bit lane, so that one register holds 16 (or 8) rows'
+ *     sums and no row needs a horizontal sum;
+ *   the loops around the kernels: row by row from the file's layout (NEON, portable C), or
+ *     panel by panel from the rearranged copy, with their split between threads.
+ */
+#ifndef KERNELS_QUANT_H
+#define KERNELS_QUANT_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../model.h"
+#include "matrix.h"
+#include "simd.h"
+
+/* Most kernels hold one group of quants in one 256-bit register, or two in a 512-bit one. */
+_Static_assert(QUANT_GROUP == 32, "the quantized kernels assume groups of 32 values");
+
+/* ---- activations ------------------------------------------------------------------------ */
+
+/* Quantize n values (n a multiple of QUANT_GROUP) to int8 with one scale per group: scale =
+ * max|x| / 127, so quants stay in [-127, 127]; an all-zero group gets scale 0 and zero quants.
+ * export.py quantizes q8_0 weights the same way, and the tests' reference quantizes
+ * activations so. */
+static inline void quantize_q8(int8_t *q, float *scale, const float *x, int n) {
+    for (int b = 0; b < n / QUANT_GROUP; b++) {
+        const float *xb = x + b * QUANT_GROUP;
+        float amax = 0.0f;
+        for (int i = 0; i < QUANT_GROUP; i++) amax = fabsf(xb[i]) > amax ? fabsf(xb[i]) : amax;
+        float d = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+        scale[b] = d;
+        /* rintf rounds half to even, like numpy's rint; it inlines (no errno). A finite x gives
+         * |x * inv| at most a rounding above 127, which rounds to 127 anyway; NaN (from a file
+         * with NaN or infinite weights) becomes 0: no float-to-int conversion out of range. */
+        for (int i = 0; i < QUANT_GROUP; i++) {
+            float v = xb[i] * inv;
+            v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v == v ? v : 0.0f;
+            q[b * QUANT_GROUP + i] = (int8_t)rintf(v);
+        }
+    }
+}
+
+/* Activations of T tokens quantized row by row: q (T, n), scales (T, n / QUANT_GROUP); with
+ * shift_unsigned, the quants stored + 128 as unsigned bytes (for VNNI's dpbusd). */
+static void quantize_rows(int8_t *q, float *scale, const float *x, int T, int n, int shift_unsigned) {
+    int t;
+#pragma omp parallel for schedule(static) if (T > 1)
+    for (t = 0; t < T; t++) {
+        int8_t *row = q + (size_t)t * n;
+        quantize_q8(row, scale + (size_t)t * (n / QUANT_GROUP), x + (size_t)t * n, n);
+        for (int k = 0; shift_unsigned && k < n; k++) row[k] = (int8_t)(uint8_t)(row[k] + 128);
+    }
+}
+
+/* Buffers for up to T tokens of n inputs: quants with room for AMX's whole tiles of 16 tokens,
+ * one scale and one sum per group. */
+static int quant_scratch_init(MatmulScratch *s, size_t T, size_t n) {
+    size_t T16 = (T + 15) / 16 * 16, groups = T16 * n / QUANT_GROUP + 1;
+    s->q = malloc(T16 * n);
+    s->scale = malloc(groups * sizeof(float));
+    s->sum = malloc(groups * sizeof(int32_t));
+    if (!s->q || !s->scale || !s->sum) return 0;
+    memset(s->q, 0, T16 * n); /* map the pages now, not inside the first timed forward pass */
+    memset(s->scale, 0, groups * sizeof(float));
+    memset(s->sum, 0, groups * sizeof(int32_t));
+    return 1;
+}
+
+/* ---- row by row, from the file's layout (NEON, portable C) ------------------------------- */
+
+/* One row: an fma chain over the groups of dot_g * (weight scale_g * activation scale_g), where
+ * group_dot(w, b, x) is the exact integer dot product of group b of the row's quants w with 32
+ * activation quants x. Inlined, so that group_dot is a direct call. */
+static inline __attribute__((always_inline)) float quant_row_dot(const void *w, const float *ws, const int8_t *xq,
+                                                                 const float *xs, int n,
+                                                                 int32_t (*group_dot)(const void *w, int b, const int8_t *x)) {
+    float acc = 0.0f;
+    for (int b = 0; b < n / QUANT_GROUP; b++)
+        acc = fmaf((float)group_dot(w, b, xq + b * QUANT_GROUP), ws[b] * xs[b], acc);
+    return acc;
+}
+
+/* The product row by row (the activations already quantized into scratch): rows split between
+ * threads in blocks of 4, each used for every token while it sits in cache. row_dot(w, r, xq,
+ * xs) is row r's dot product with one token's quantized activations. Inlined into each format's
+ * caller, so that row_dot is a direct call. */
+static inline __attribute__((always_inline)) void quant_matmul_rows(
+    float *out, const Matrix *w, const float *bias, int T, const MatmulScratch *scratch,
+    float (*row_dot)(const Matrix *w, int r, const int8_t *xq, const float *xs)) {
+    int n = w->cols, nb = n / QUANT_GROUP, d = w->rows, i;
+#pragma omp parallel for schedule(dynamic, 4)
+    for (i = 0; i < (d + 3) / 4; i++)
+        for (int t = 0; t < T; t++)
+            for (int r = 4 * i; r < min_int(4 * i + 4, d); r++)
+                out[(size_t)t * d + r] = row_dot(w, r, scratch->q + (size_t)t * n, scratch->scale + (size_t)t * nb) +
+                                         (bias ? bias[r] : 0.0f);
+}
+
+/* ---- panel by panel, from the copy rearranged at load (x86) ------------------------------ */
+
+/* A panel: PANEL_ROWS consecutive rows of W, one per 32-bit lane of a 512-bit register (the 16
+ * rows of an AMX tile). The copy holds whole panels: rows rounded up to a multiple of 16, the
+ * rows past the end zero. */
+#define PANEL_ROWS 16
+
+static inline size_t panel_rows(int rows) { return ((size_t)rows + PANEL_ROWS - 1) / PANEL_ROWS * PANEL_ROWS; }
+
+/* One product as the panel kernels see it: out (T, rows) = x @ W^T + bias. */
+typedef struct {
+    float *out;
+    const float *bias;    /* (rows) or NULL */
+    int T, rows, nb;      /* tokens, rows of W, groups of QUANT_GROUP per row */
+    const int8_t *xq;     /* the activations quantized, in the order the kernel reads */
+    const float *xs;      /* their scales */
+    const int32_t *xsum;  /* their groups' sums of quants (q4_0), or NULL */
+    const void *wq;       /* the weights' rearranged copy: quants, */
+    const float *ws;      /*   scales (panels, nb, PANEL_ROWS), */
+    const int32_t *wsum;  /*   and for some kernels 128 x each row's group sum, or NULL */
+} QuantProduct;
+
+/* Every panel of a product: decode (T = 1), the panels split evenly between threads (a pass
+ * over W at the speed of memory); prefill, one panel at a time for every token while it sits
+ * in cache (dynamic: the last panel may be short). decode_panel(p, panel) computes one token,
+ * prefill_panel(p, panel) all T. Inlined into each format's caller, so the kernels are direct
+ * calls. */
+static inline __attribute__((always_inline)) void for_each_panel(const QuantProduct *p,
+                                                                 void (*decode_panel)(const QuantProduct *, int),
+                                                                 void (*prefill_panel)(const QuantProduct *, int)) {
+    int panels = (p->rows + PANEL_ROWS - 1) / PANEL_ROWS, panel;
+    if (p->T == 1) {
+#pragma omp parallel for schedule(static)
+        for (panel = 0; panel < panels; panel++) decode_panel(p, panel);
+    } else {
+#pragma omp parallel for schedule(dynamic, 1)
+        for (panel = 0; panel < panels; panel++) prefill_panel(p, panel);
+    }
+}
+
+#if defined(__AVX2__)
+/* The sums of rows r0..r0+15 for tokens t0..t0+tokens-1, rows 0-7 in lo[t] and 8-15 in hi[t],
+ * plus the bias, into the output; rows past the bottom of W are not stored. */
+static inline void store_rows16(const QuantProduct *p, int r0, int t0, int tokens, const __m256 *lo, const __m256 *hi) {
+    __m256i live_lo = first_lanes8(p->rows - r0), live_hi = first_lanes8(p->rows - r0 - 8);
+    __m256 blo = p->bias ? _mm256_maskload_ps(p->bias + r0, live_lo) : _mm256_setzero_ps(),
+           bhi = p->bias ? _mm256_maskload_ps(p->bias + r0 + 8, live_hi) : _mm256_setzero_ps();
+    for (int t = 0; t < tokens; t++) {
+        float *o = p->out + (size_t)(t0 + t) * p->rows + r0;
+        _mm256_maskstore_ps(o, live_lo, _mm256_add_ps(lo[t], blo));
+        _mm256_maskstore_ps(o + 8, live_hi, _mm256_add_ps(hi[t], bhi));
+    }
+}
+#endif
+
+#endif
