@@ -2,7 +2,8 @@
 # Installs what the tests need when it is missing: Debian packages (as root) and the npm
 # references (tiktoken, GPT-2's vocabulary, Unicode data, playwright-core). Only missing pieces
 # are installed: a machine whose Node.js and npm do not come from Debian keeps them. On x86-64
-# also the ARM cross compiler with its OpenMP runtime and qemu-user, which run the NEON paths.
+# also the ARM cross compiler with its OpenMP runtime and qemu-user, which run the NEON paths;
+# on ARM the x86-64 cross compiler, which checks that every x86 path compiles (test_build.py).
 # Not root: prints the exact command and fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +27,8 @@ if [ "$(uname -m)" != aarch64 ]; then
     command -v aarch64-linux-gnu-gcc >/dev/null || missing+=(gcc-aarch64-linux-gnu)
     [ -e /usr/aarch64-linux-gnu/lib/libgomp.so.1 ] || missing+=(libgomp1-arm64-cross)
     command -v qemu-aarch64 >/dev/null || missing+=(qemu-user)
+else
+    command -v x86_64-linux-gnu-gcc >/dev/null || missing+=(gcc-x86-64-linux-gnu)
 fi
 
 if [ ${#missing[@]} -gt 0 ]; then
