@@ -31,7 +31,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from export import ExportError, TokenizerData, load_source  # noqa: E402
+from export import load_source  # noqa: E402
+from weight_file import ExportError, TokenizerData  # noqa: E402
 from model import GPT, Rng, generate, sample  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent

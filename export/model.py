@@ -198,7 +198,7 @@ def quantize_q8_0(x: torch.Tensor) -> torch.Tensor:
 
 
 def with_q8_0_activations(model: GPT) -> GPT:
-    """The model (weights already dequantized from a q8_0 file, export.read_model) computing as
+    """The model (weights already dequantized from a q8_0 file, weight_file.read_model) computing as
     run.c does with q8_0 weights: every nn.Linear quantizes its input with quantize_q8_0. Its
     logits are what the C integer kernels must reproduce, up to float summation order."""
     for m in model.modules():

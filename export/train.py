@@ -28,7 +28,8 @@ import torch
 from torch.nn import functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from export import ExportError, TokenizerData, load_source, read_checkpoint, save_checkpoint  # noqa: E402
+from export import load_source, read_checkpoint, save_checkpoint  # noqa: E402
+from weight_file import ExportError, TokenizerData  # noqa: E402
 from model import GPT, GPTConfig  # noqa: E402
 from train_tokenizer import Encoder, load as load_tokenizer  # noqa: E402
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import regex
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from export import RANK_NONE, TokenizerData  # noqa: E402
+from weight_file import RANK_NONE, TokenizerData  # noqa: E402
 
 # GPT-2's pre-tokenization pattern (published with GPT-2's encoder.py).
 GPT2_PATTERN = regex.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")

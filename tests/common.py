@@ -16,8 +16,8 @@ sys.path.insert(0, str(REPO / "export"))
 RUN = Path(os.environ.get("RUN_BINARY", REPO / "run")).resolve()
 TMP = REPO / "tests" / "tmp"
 
-from export import (RANK_NONE, DEFAULT_GPT2_VOCAB, TokenizerData, gpt2_vocab,  # noqa: E402
-                    write_model)
+from export import DEFAULT_GPT2_VOCAB, gpt2_vocab  # noqa: E402
+from weight_file import RANK_NONE, TokenizerData, write_model  # noqa: E402
 from model import GPT, GPTConfig  # noqa: E402
 import paths  # noqa: E402
 

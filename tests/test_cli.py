@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from common import REPO, RUN, TEXT, TMP, GPTConfig, char_tokenizer, export, gpt2_tokenizer, random_model
+from common import REPO, RUN, TEXT, GPTConfig, char_tokenizer, export, gpt2_tokenizer, random_model
 from compare import generation_agrees
 from model import generate
 

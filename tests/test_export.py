@@ -19,7 +19,7 @@ import torch
 
 from common import (DEFAULT_GPT2_VOCAB, REPO, RUN, TEXT, TMP, GPTConfig, char_tokenizer,
                     gpt2_tokenizer, random_model)
-from export import file_tensors
+from weight_file import file_tensors
 from compare import c_generate, c_logits, c_tokens, compare_logits, generation_agrees
 from export import save_checkpoint
 
@@ -289,7 +289,7 @@ def test_quantized_export_reads_back_within_half_a_step(dtype: str) -> None:
     reader the per-product tests of tests/test_paths.py share with run.c's kernels) lies within
     half a quantization step of the original weight (q4_0: a whole step where the value was
     clipped from 8 to 7); the norms, biases and positions stay exact; run generates from it."""
-    from export import MATRICES, read_tensors
+    from weight_file import MATRICES, read_tensors
     model = hf_model(16, width=64)
     d = hf_folder(f"hf_{dtype}", model)
     write_safetensors(d / "model.safetensors", hf_state_dict(model, prefix=""))
@@ -324,7 +324,7 @@ def test_quantized_export_reads_back_within_half_a_step(dtype: str) -> None:
 def test_compare_reports_a_quantized_export_by_its_quantization_error(dtype: str) -> None:
     """compare.py with a quantized MODEL.bin: logits within the quantization bound, generations
     not compared; another model's weights in the same format go past the bound."""
-    from export import read_model, write_model
+    from weight_file import read_model, write_model
     shipped = REPO / "models" / "kjv.bin"
     model, tok = read_model(shipped)
     good = TMP / f"compare_kjv_{dtype}.bin"

@@ -11,7 +11,7 @@ import pytest
 
 from common import REPO, RUN, TEXT, TMP, GPTConfig, char_tokenizer, export, gpt2_tokenizer, random_model
 from compare import c_tokens
-from export import read_model
+from weight_file import read_model
 from model import perplexity
 
 SHIPPED = REPO / "models" / "kjv.bin"
@@ -64,7 +64,7 @@ def test_shipped_model_heldout_excerpt() -> None:
 
 
 def test_shipped_model_q8_0_perplexity_rises_less_than_1_percent() -> None:
-    from export import write_model
+    from weight_file import write_model
     model, tok = read_model(SHIPPED)
     q8 = TMP / "kjv_q8_0.bin"
     write_model(q8, model, tok, "q8_0")
@@ -79,7 +79,7 @@ def test_shipped_model_q8_0_perplexity_rises_less_than_1_percent() -> None:
 def test_shipped_model_q4_0_perplexity_rises_less_than_5_percent() -> None:
     """q4_0's cost in quality on the held-out excerpt: under 5% in perplexity (on all held-out
     books it is about +1% in bits per byte: `make bench` prints it)."""
-    from export import write_model
+    from weight_file import write_model
     model, tok = read_model(SHIPPED)
     q4 = TMP / "kjv_q4_0.bin"
     write_model(q4, model, tok, "q4_0")

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from common import REPO, RUN, TMP, GPTConfig, char_tokenizer, random_model
-from export import write_model
+from weight_file import write_model
 
 CRC_OFFSET = 104
 TENSORS_OFFSET = 88   # header fields (model.h)

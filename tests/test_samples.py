@@ -138,7 +138,7 @@ def test_bad_sample_counts_are_one_line_errors(args, message) -> None:
 def test_compare_py_checks_samples(dtype) -> None:
     """export/compare.py --samples N on the shipped model: float32 samples against the reference
     and against runs of their own; q8_0 against runs of their own."""
-    from export import read_model
+    from weight_file import read_model
     shipped = REPO / "models" / "kjv.bin"
     target = shipped
     if dtype != "f32":

@@ -179,7 +179,7 @@ def prompt_of(model: Path, n: int) -> Path:
     """A file whose text is exactly n tokens for this model."""
     text = heldout_text()
     ids = sh(RUN, model, "--tokenize", "-f", text).stdout.split()[:n]
-    from export import read_tokenizer
+    from weight_file import read_tokenizer
     raw = model.open("rb").read(64 << 20)  # the header and tokenizer come first
     tok = read_tokenizer(raw, struct.unpack_from("<Q", raw, 72)[0])
     data = tok.decode([int(i) for i in ids])
@@ -398,7 +398,7 @@ def paths_table(runs: int) -> None:
 
 
 def tokenizer_table(runs: int) -> None:
-    from export import write_model
+    from weight_file import write_model
     from export_tokenizer import load_ranks
     from common import gpt2_tokenizer
     OUT.mkdir(exist_ok=True)

@@ -16,7 +16,7 @@ sys.path.insert(0, str(REPO / "export"))
 sys.path.insert(0, str(REPO / "tests"))
 
 from common import GPTConfig, char_tokenizer, gpt2_tokenizer, random_model  # noqa: E402
-from export import write_model  # noqa: E402
+from weight_file import write_model  # noqa: E402
 from export_tokenizer import load_ranks  # noqa: E402
 
 
