@@ -551,6 +551,63 @@ static int take_token(Transformer *t, const GenerateOptions *g, Printer *p, int 
     return sm->n_generated < g->max_new;
 }
 
+/* The prompt's tokens (*n of them), or the start token when it has none (*from_start set). */
+static uint32_t *prompt_tokens(Transformer *t, const uint8_t *prompt, size_t prompt_len, long *n, int *from_start) {
+    uint32_t *ids = encode_or_die(t, prompt, prompt_len, n);
+    *from_start = *n == 0;
+    if (*from_start) {
+        free(ids);
+        ids = calloc_or_die(sizeof(uint32_t), "the prompt's tokens");
+        ids[(*n)++] = start_token(t);
+    }
+    return ids;
+}
+
+/* N samples (zeroed, then filled in), each starting as the prompt's n tokens with the cache
+ * window from position `window`, sample i drawing with seed + i. */
+static Sample *start_samples(const Transformer *t, const GenerateOptions *g, const uint32_t *ids, long n, long window) {
+    int N = g->samples, vocab = t->config.vocab_size;
+    Sample *samples = calloc_or_die((size_t)N * sizeof(Sample), "samples");
+    for (int i = 0; i < N; i++) {
+        Sample *sm = &samples[i];
+        sm->cap = n + 1 + (g->max_new < 4096 ? g->max_new : 4096);
+        sm->tokens = calloc_or_die((size_t)sm->cap * sizeof(uint32_t), "the samples' tokens");
+        memcpy(sm->tokens, ids, (size_t)n * sizeof(uint32_t));
+        sm->n_tokens = n;
+        sm->window = window;
+        sm->own_logits = calloc_or_die((size_t)vocab * sizeof(float), "the samples' logits");
+        sm->logits = sm->own_logits;
+        if (!build_sampler(&sm->sampler, vocab, g->temperature, g->top_k, g->top_p, g->seed + (uint64_t)i))
+            die("out of memory for the sampler");
+    }
+    return samples;
+}
+
+/* Frees the N samples; returns the tokens they generated in all. */
+static long free_samples(Sample *samples, int N) {
+    long n_generated = 0;
+    for (int i = 0; i < N; i++) {
+        n_generated += samples[i].n_generated;
+        free(samples[i].tokens);
+        free(samples[i].own_logits);
+        free_sampler(&samples[i].sampler);
+    }
+    free(samples);
+    return n_generated;
+}
+
+/* The T active samples have no room for their next token: each one's window moves to its last
+ * g->keep tokens and the new one, which go through the model again from position 0. */
+static void move_windows(Transformer *t, const GenerateOptions *g, Sample *samples, const int *active, int T) {
+    for (int j = 0; j < T; j++) {
+        Sample *sm = &samples[active[j]];
+        sm->window = sm->n_tokens - 1 - g->keep;
+        const float *logits = prefill(t, active[j], sm->tokens + sm->window, g->keep + 1);
+        memcpy(sm->own_logits, logits, (size_t)t->config.vocab_size * sizeof(float));
+        sm->logits = sm->own_logits;
+    }
+}
+
 /* Generation past the context window: a sample's key/value cache holds its window, tokens
  * [window, n_tokens) of the sequence at positions 0... When the next token would not fit
  * (position n_ctx), the window moves to the last g->keep tokens before it, which go through
@@ -564,16 +621,9 @@ static int take_token(Transformer *t, const GenerateOptions *g, Printer *p, int 
  * computed with the same arithmetic (kernels/simd.h's decode arithmetic). */
 static void generate(Transformer *t, const uint8_t *prompt, size_t prompt_len, const GenerateOptions *g) {
     const Config *c = &t->config;
-    int N = g->samples, vocab = c->vocab_size;
-    long n_tokens;
-    uint32_t *ids = encode_or_die(t, prompt, prompt_len, &n_tokens);
-    int from_start = n_tokens == 0;
-    if (from_start) {
-        free(ids);
-        ids = calloc_or_die(sizeof(uint32_t), "the prompt's tokens");
-        ids[n_tokens++] = start_token(t);
-    }
-    long window = 0;
+    int N = g->samples, vocab = c->vocab_size, from_start;
+    long n_tokens, window = 0;
+    uint32_t *ids = prompt_tokens(t, prompt, prompt_len, &n_tokens, &from_start);
     if (n_tokens > c->n_ctx) {
         window = n_tokens - c->n_ctx;
         fprintf(stderr, "note: the prompt is %ld tokens, longer than the context of %d: its first %ld "
@@ -581,23 +631,10 @@ static void generate(Transformer *t, const uint8_t *prompt, size_t prompt_len, c
     }
     if (N > 1 && g->temperature == 0)
         fprintf(stderr, "note: -t 0 (greedy) makes all %d samples the same\n", N);
-
-    Sample *samples = calloc_or_die((size_t)N * sizeof(Sample), "samples");   /* (N), zeroed */
+    Sample *samples = start_samples(t, g, ids, n_tokens, window);
+    free(ids);
     int *active = calloc_or_die((size_t)N * sizeof(int), "samples");           /* (N) sequences of this step */
     uint32_t *next = calloc_or_die((size_t)N * sizeof(uint32_t), "samples");   /* (N) their tokens */
-    for (int i = 0; i < N; i++) {
-        Sample *sm = &samples[i];
-        sm->cap = n_tokens + 1 + (g->max_new < 4096 ? g->max_new : 4096);
-        sm->tokens = calloc_or_die((size_t)sm->cap * sizeof(uint32_t), "the samples' tokens");
-        memcpy(sm->tokens, ids, (size_t)n_tokens * sizeof(uint32_t));
-        sm->n_tokens = n_tokens;
-        sm->window = window;
-        sm->own_logits = calloc_or_die((size_t)vocab * sizeof(float), "the samples' logits");
-        sm->logits = sm->own_logits;
-        if (!build_sampler(&sm->sampler, vocab, g->temperature, g->top_k, g->top_p, g->seed + (uint64_t)i))
-            die("out of memory for the sampler");
-    }
-    free(ids);
     Printer p = {.sample = samples, .n = N, .g = g, .prompt = prompt, .prompt_len = from_start ? 0 : prompt_len};
     start_sample(&p);
 
@@ -612,6 +649,8 @@ static void generate(Transformer *t, const uint8_t *prompt, size_t prompt_len, c
     }
     double t1 = now_seconds();
 
+    /* then token by token: every unfinished sample draws its next token, and those that go on
+     * are fed back through one forward() call */
     ThreadChoice threads;
     thread_choice_init(&threads, g->adapt_threads ? thread_count() : 1);
     if (g->max_new == 0) for (int i = 0; i < N; i++) finish_sample(&p, i);
@@ -621,7 +660,7 @@ static void generate(Transformer *t, const uint8_t *prompt, size_t prompt_len, c
         if (T == 0) break;
 #pragma omp parallel for schedule(dynamic, 1) if (T > 1)
         for (j = 0; j < T; j++) draw_token(t, g, &samples[active[j]]);
-        int fed = 0; /* each unfinished sample's token, fed back in one forward() call */
+        int fed = 0;
         for (j = 0; j < T; j++) {
             if (!take_token(t, g, &p, active[j])) { finish_sample(&p, active[j]); continue; }
             next[fed] = (uint32_t)samples[active[j]].next;
@@ -629,14 +668,8 @@ static void generate(Transformer *t, const uint8_t *prompt, size_t prompt_len, c
         }
         if ((T = fed) == 0) break;
         Sample *first = &samples[active[0]]; /* all T are as long as this one */
-        if (first->n_tokens - 1 - first->window == c->n_ctx) { /* no room for the token: move the windows */
-            for (j = 0; j < T; j++) {
-                Sample *sm = &samples[active[j]];
-                sm->window = sm->n_tokens - 1 - g->keep;
-                logits = prefill(t, active[j], sm->tokens + sm->window, g->keep + 1);
-                memcpy(sm->own_logits, logits, (size_t)vocab * sizeof(float));
-                sm->logits = sm->own_logits;
-            }
+        if (first->n_tokens - 1 - first->window == c->n_ctx) { /* no room for the token */
+            move_windows(t, g, samples, active, T);
             continue;
         }
         if (g->adapt_threads) set_team_size(thread_choice_next(&threads));
@@ -649,14 +682,8 @@ static void generate(Transformer *t, const uint8_t *prompt, size_t prompt_len, c
     output_finish(&p.out);
     if (g->adapt_threads) set_team_size(threads.size[0]);
     double t2 = now_seconds();
-    long n_generated = 0;
-    for (int i = 0; i < N; i++) {
-        n_generated += samples[i].n_generated;
-        free(samples[i].tokens);
-        free(samples[i].own_logits);
-        free_sampler(&samples[i].sampler);
-    }
-    free(samples); free(active); free(next);
+    long n_generated = free_samples(samples, N);
+    free(active); free(next);
     if (p.out.written && p.out.last != '\n' && same_terminal()) fputc('\n', stderr);
     fprintf(stderr, "timing: load %.3f s, prompt %ld tokens %.2f tok/s, generated %ld tokens %.2f tok/s\n",
             t->load_seconds, n_prefilled, t1 > t0 ? n_prefilled / (t1 - t0) : 0.0, n_generated,
