@@ -5,8 +5,11 @@
  * another, and runs a layer's attention over it, split between threads, with kernels/attention.h
  * computing each head.
  *
- * Layout, per sequence, layer and head (HeadAttention's, so that a vector holds 16 positions'
- * keys at once):
+ * The cache holds the n_kv_head key/value heads; with grouped-query attention several query
+ * heads read the same one (query head h reads key/value head h / (n_head / n_kv_head)).
+ *
+ * Layout, per sequence, layer and key/value head (HeadAttention's, so that a vector holds 16
+ * positions' keys at once):
  *   keys    (head_size, ctx16): transposed, dimension d of position j at [d * ctx16 + j],
  *           ctx16 = n_ctx rounded up to 16;
  *   values  (n_ctx, hs16): position j's at [j * hs16], hs16 = head_size rounded up to 16, the
@@ -25,9 +28,9 @@
 #include "kernels/simd.h"
 
 typedef struct {
-    float *keys;   /* (n_seq, n_layer, n_head, head_size, ctx16) */
-    float *values; /* (n_seq, n_layer, n_head, n_ctx, hs16) */
-    int n_layer, n_head, head_size, n_ctx;
+    float *keys;   /* (n_seq, n_layer, n_kv_head, head_size, ctx16) */
+    float *values; /* (n_seq, n_layer, n_kv_head, n_ctx, hs16) */
+    int n_layer, n_kv_head, head_size, n_ctx;
     int ctx16, hs16;
 } KVCache;
 
@@ -44,18 +47,18 @@ static Positions in_sequence(int seq, long pos) { return (Positions){(int)pos, s
 static int position_of(const Positions *at, int i) { return at->samples ? at->pos : at->pos + i; }
 static int sequence_of(const Positions *at, int i) { return at->samples ? at->samples[i] : at->seq; }
 
-/* Bytes of one sequence's keys (or values): per layer and head, head_size x ctx16 keys or
- * n_ctx x hs16 values, which are the same number of floats. As a double, for the memory check
- * before anything is allocated (dimensions up to the loader's bounds cannot overflow it). */
-static double kv_cache_bytes(int n_layer, int n_head, int head_size, int n_ctx) {
-    return (double)n_layer * n_head * round_up16(n_ctx) * round_up16(head_size) * sizeof(float);
+/* Bytes of one sequence's keys (or values): per layer and key/value head, head_size x ctx16
+ * keys or n_ctx x hs16 values, which are the same number of floats. As a double, for the memory
+ * check before anything is allocated (dimensions up to the loader's bounds cannot overflow it). */
+static double kv_cache_bytes(int n_layer, int n_kv_head, int head_size, int n_ctx) {
+    return (double)n_layer * n_kv_head * round_up16(n_ctx) * round_up16(head_size) * sizeof(float);
 }
 
 /* Zeroed caches for n_seq sequences, touched now (util.h) rather than in the first forward pass. */
-static void build_kv_cache(KVCache *kv, int n_layer, int n_head, int head_size, int n_ctx, int n_seq) {
-    *kv = (KVCache){.n_layer = n_layer, .n_head = n_head, .head_size = head_size, .n_ctx = n_ctx,
+static void build_kv_cache(KVCache *kv, int n_layer, int n_kv_head, int head_size, int n_ctx, int n_seq) {
+    *kv = (KVCache){.n_layer = n_layer, .n_kv_head = n_kv_head, .head_size = head_size, .n_ctx = n_ctx,
                     .ctx16 = round_up16(n_ctx), .hs16 = round_up16(head_size)};
-    double bytes = kv_cache_bytes(n_layer, n_head, head_size, n_ctx) * n_seq;
+    double bytes = kv_cache_bytes(n_layer, n_kv_head, head_size, n_ctx) * n_seq;
     if (bytes > (double)(SIZE_MAX / 2)) die("model file: the key/value cache would need %.3g bytes", bytes);
     kv->keys = calloc_or_die((size_t)bytes, "key cache");
     kv->values = calloc_or_die((size_t)bytes, "value cache");
@@ -67,20 +70,21 @@ static void free_kv_cache(KVCache *kv) {
     memset(kv, 0, sizeof *kv);
 }
 
-/* One head's keys (or values) in layer l's cache of sequence seq. */
+/* Key/value head h's keys (or values) in layer l's cache of sequence seq. */
 static size_t head_offset(const KVCache *kv, int seq, int l, int h) {
-    return (((size_t)seq * kv->n_layer + l) * kv->n_head + h) * (size_t)kv->ctx16 * kv->hs16;
+    return (((size_t)seq * kv->n_layer + l) * kv->n_kv_head + h) * (size_t)kv->ctx16 * kv->hs16;
 }
 static float *head_keys(const KVCache *kv, int seq, int l, int h) { return kv->keys + head_offset(kv, seq, l, h); }
 static float *head_values(const KVCache *kv, int seq, int l, int h) { return kv->values + head_offset(kv, seq, l, h); }
 
 /* Layer l's keys and values of the T tokens into their sequences' caches: token i's key of
- * head h is keys[i * stride + h * head_size ..], its value values[i * stride + h * head_size ..]. */
+ * key/value head h is keys[i * stride + h * head_size ..], its value values[i * stride + h *
+ * head_size ..]. */
 static void store_keys_values(const KVCache *kv, int l, const float *keys, const float *values, size_t stride,
                               int T, const Positions *at) {
     int hs = kv->head_size, h;
 #pragma omp parallel for schedule(static) if (T > 1)
-    for (h = 0; h < kv->n_head; h++) {
+    for (h = 0; h < kv->n_kv_head; h++) {
         for (int i = 0; i < T; i++) {
             int seq = sequence_of(at, i), pos = position_of(at, i);
             float *head_k = head_keys(kv, seq, l, h), *head_v = head_values(kv, seq, l, h);
@@ -95,7 +99,7 @@ static void store_keys_values(const KVCache *kv, int l, const float *keys, const
  * every sample). */
 static void copy_sequence(const KVCache *kv, int from, int to, long n) {
     for (int l = 0; l < kv->n_layer; l++)
-        for (int h = 0; h < kv->n_head; h++) {
+        for (int h = 0; h < kv->n_kv_head; h++) {
             for (int d = 0; d < kv->head_size; d++)
                 memcpy(head_keys(kv, to, l, h) + (size_t)d * kv->ctx16, head_keys(kv, from, l, h) + (size_t)d * kv->ctx16,
                        (size_t)n * sizeof(float));
@@ -118,13 +122,14 @@ static size_t attention_jobs(int block, int n_seq, int n_head) {
     return (size_t)max_int((block + QUERY_TILE - 1) / QUERY_TILE, n_seq) * (size_t)n_head;
 }
 
-/* Causal attention of the T tokens in layer l, every head: token i's query of head h at
- * queries[i * q_stride + h * head_size ..], keys and values in the cache of its sequence; head
- * h's output goes to out[i * out_stride + h * head_size ..]. The work is split between threads
- * by (tile of up to QUERY_TILE consecutive positions, or one sample's token; head). */
-static void multi_head_attention(const KVCache *kv, int l, int T, const Positions *at, const float *queries,
+/* Causal attention of the T tokens in layer l, every one of n_head query heads: token i's query
+ * of head h at queries[i * q_stride + h * head_size ..], keys and values those of key/value head
+ * h / (n_head / n_kv_head) in the cache of its sequence; head h's output goes to out[i *
+ * out_stride + h * head_size ..]. The work is split between threads by (tile of up to QUERY_TILE
+ * consecutive positions, or one sample's token; query head). */
+static void multi_head_attention(const KVCache *kv, int l, int n_head, int T, const Positions *at, const float *queries,
                                  int q_stride, float *out, int out_stride, const AttentionScratch *scratch) {
-    int hs = kv->head_size, n_head = kv->n_head, job;
+    int hs = kv->head_size, group = n_head / kv->n_kv_head, job;
     int per_tile = at->samples ? 1 : QUERY_TILE;
     int tiles = (T + per_tile - 1) / per_tile, len = scratch->record_len;
 #pragma omp parallel for schedule(dynamic, 1)
@@ -132,8 +137,8 @@ static void multi_head_attention(const KVCache *kv, int l, int T, const Position
         int i = job / n_head * per_tile, h = job % n_head, seq = sequence_of(at, i), pos = position_of(at, i);
         HeadAttention b = {
             .query = queries + (size_t)i * q_stride + h * hs, .query_stride = q_stride,
-            .keys = head_keys(kv, seq, l, h), .key_stride = kv->ctx16,
-            .values = head_values(kv, seq, l, h), .value_stride = kv->hs16,
+            .keys = head_keys(kv, seq, l, h / group), .key_stride = kv->ctx16,
+            .values = head_values(kv, seq, l, h / group), .value_stride = kv->hs16,
             .out = out + (size_t)i * out_stride + h * hs, .out_stride = out_stride,
             .pos = pos, .nq = min_int(per_tile, T - i), .head_size = hs,
             /* for the attention picture: row pos of this head's (len, len) weights */

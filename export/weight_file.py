@@ -19,19 +19,21 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from model import GPT, GPTConfig  # noqa: E402
+from model import BIAS_ALL, BIAS_ATTN_OUT, BIAS_FFN, BIAS_NORM, BIAS_QKV, GPT, GPTConfig  # noqa: E402
 
 # ---- constants (model.h) -------------------------------------------------------------------
 
 MAGIC = 0x43545047  # "GPTC" read as a little-endian uint32
-VERSION = 1
+VERSION = 2         # written; version 1 (GPT-2's block only, no fields from byte 108) is read too
 HEADER_SIZE = 256
 ALIGN = 64          # TENSOR_ALIGN: the tokenizer section, tensor table and each tensor start so
 TENSOR_NAME_LEN = 48
 RANK_NONE = 0xFFFFFFFF
 QUANT_GROUP = 32    # values per scale in a q8_0 or q4_0 matrix: the header's group_size
 GELU = {"tanh": 0, "erf": 1}
-POS = {"learned": 0, "sinusoidal": 1}
+POS = {"learned": 0, "sinusoidal": 1, "rotary": 2}
+NORM = {"layer": 0, "rms": 1}
+FFN = {"gelu": 0, "swiglu": 1}
 WT_F32, WT_Q8_0, WT_Q4_0 = 0, 1, 2
 WEIGHT_TYPES = {"f32": WT_F32, "q8_0": WT_Q8_0, "q4_0": WT_Q4_0}
 PRETOK = {"char": 0, "gpt2": 1, "cl100k": 2}
@@ -41,13 +43,14 @@ PRETOK = {"char": 0, "gpt2": 1, "cl100k": 2}
 HEADER_FIELDS = [
     ("magic", "I"), ("version", "I"), ("header_size", "I"), ("n_layer", "I"), ("n_head", "I"),
     ("n_embd", "I"), ("n_hidden", "I"), ("n_ctx", "I"), ("vocab_size", "I"), ("vocab_padded", "I"),
-    ("ln_eps", "f"), ("gelu", "I"), ("bias", "I"), ("tied_head", "I"), ("pos_kind", "I"),
+    ("norm_eps", "f"), ("gelu", "I"), ("bias", "I"), ("tied_head", "I"), ("pos_kind", "I"),
     ("weight_type", "I"), ("group_size", "I"), ("n_tensors", "I"), ("tokenizer_offset", "Q"),
     ("tokenizer_size", "Q"), ("tensors_offset", "Q"), ("file_size", "Q"), ("meta_crc32", "I"),
+    ("norm", "I"), ("ffn", "I"), ("n_kv_head", "I"), ("rope_theta", "f"), ("rope_freqs", "I"),  # version 2
 ]
 HEADER_FORMAT = "<" + "".join(code for _, code in HEADER_FIELDS)
-CRC_OFFSET = struct.calcsize("<" + "".join(code for name, code in HEADER_FIELDS[:-1]))  # meta_crc32
-assert CRC_OFFSET == 104 and struct.calcsize(HEADER_FORMAT) <= HEADER_SIZE
+CRC_OFFSET = struct.calcsize("<" + "".join(code for _, code in HEADER_FIELDS[:22]))  # meta_crc32
+assert CRC_OFFSET == 104 and struct.calcsize(HEADER_FORMAT) == 128
 
 
 class ExportError(Exception):
@@ -106,13 +109,25 @@ def read_tokenizer(raw: bytes, tok_off: int) -> TokenizerData:
 
 # ---- the tensor list -------------------------------------------------------------------------
 
-# Per layer, in file order (stacked over layers); those ending in .bias only with biases.
-LAYER_PARTS = ["ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
-               "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
-               "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"]
-# Matrices: quantized in a q8_0 or q4_0 file. Norms, biases and the positional table stay float32.
-MATRICES = {"wte", "attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight",
+# Per layer, in file order (stacked over layers), each with what makes the file have it.
+LAYER_PARTS = [
+    ("ln_1.weight", lambda c: True), ("ln_1.bias", lambda c: c.has_bias(BIAS_NORM)),
+    ("attn.c_attn.weight", lambda c: True), ("attn.c_attn.bias", lambda c: c.has_bias(BIAS_QKV)),
+    ("attn.c_proj.weight", lambda c: True), ("attn.c_proj.bias", lambda c: c.has_bias(BIAS_ATTN_OUT)),
+    ("ln_2.weight", lambda c: True), ("ln_2.bias", lambda c: c.has_bias(BIAS_NORM)),
+    ("mlp.gate.weight", lambda c: c.ffn == "swiglu"),
+    ("mlp.gate.bias", lambda c: c.ffn == "swiglu" and c.has_bias(BIAS_FFN)),
+    ("mlp.c_fc.weight", lambda c: True), ("mlp.c_fc.bias", lambda c: c.has_bias(BIAS_FFN)),
+    ("mlp.c_proj.weight", lambda c: True), ("mlp.c_proj.bias", lambda c: c.has_bias(BIAS_FFN)),
+]
+# Matrices: quantized in a q8_0 or q4_0 file. Norms, biases and position tables stay float32.
+MATRICES = {"wte", "attn.c_attn.weight", "attn.c_proj.weight", "mlp.gate.weight", "mlp.c_fc.weight",
             "mlp.c_proj.weight", "lm_head.weight"}
+
+
+def layer_parts(c: GPTConfig) -> list[str]:
+    """The per-layer tensors a configuration has, in file order."""
+    return [name for name, present in LAYER_PARTS if present(c)]
 
 
 def file_tensors(model: GPT) -> list[tuple[str, np.ndarray]]:
@@ -123,12 +138,12 @@ def file_tensors(model: GPT) -> list[tuple[str, np.ndarray]]:
     out = [("wte", sd["transformer.wte.weight"])]
     if c.pos == "learned":
         out.append(("wpe", sd["transformer.wpe.weight"]))
-    for part in LAYER_PARTS:
-        if part.endswith(".bias") and not c.bias:
-            continue
+    if c.pos == "rotary" and c.rope_freqs is not None:
+        out.append(("rope_freqs", np.asarray(c.rope_freqs, dtype=np.float32)))
+    for part in layer_parts(c):
         out.append((part, np.stack([sd[f"transformer.h.{i}.{part}"] for i in range(c.n_layer)])))
     out.append(("ln_f.weight", sd["transformer.ln_f.weight"]))
-    if c.bias:
+    if c.has_bias(BIAS_NORM):
         out.append(("ln_f.bias", sd["transformer.ln_f.bias"]))
     if not c.tied_head:
         out.append(("lm_head.weight", sd["lm_head.weight"]))
@@ -238,10 +253,13 @@ def model_bytes_layout(c: GPTConfig | None, tok: TokenizerData, tensors: list[tu
     if c is None:  # tokenizer-only file: n_layer 0, the rest zero
         fields.update(vocab_size=len(tok.tokens), vocab_padded=len(tok.tokens))
     else:
+        rotary = c.pos == "rotary"
         fields.update(n_layer=c.n_layer, n_head=c.n_head, n_embd=c.n_embd, n_hidden=c.n_hidden, n_ctx=c.n_ctx,
-                      vocab_size=c.vocab_size, vocab_padded=c.vocab_padded, ln_eps=c.ln_eps, gelu=GELU[c.gelu],
-                      bias=int(c.bias), tied_head=int(c.tied_head), pos_kind=POS[c.pos],
-                      weight_type=WEIGHT_TYPES[dtype], group_size=QUANT_GROUP if dtype != "f32" else 0)
+                      vocab_size=c.vocab_size, vocab_padded=c.vocab_padded, norm_eps=c.ln_eps, gelu=GELU[c.gelu],
+                      bias=c.bias, tied_head=int(c.tied_head), pos_kind=POS[c.pos],
+                      weight_type=WEIGHT_TYPES[dtype], group_size=QUANT_GROUP if dtype != "f32" else 0,
+                      norm=NORM[c.norm], ffn=FFN[c.ffn], n_kv_head=c.n_kv_head,
+                      rope_theta=c.rope_theta if rotary else 0.0, rope_freqs=int(rotary and c.rope_freqs is not None))
     meta = bytearray(meta_end)
     meta[:HEADER_SIZE] = pack_header(fields)
     meta[tok_off:tok_off + len(tok_bytes)] = tok_bytes
@@ -328,21 +346,30 @@ def read_tensors(path: Path) -> tuple[GPTConfig | None, TokenizerData, dict[str,
     if len(raw) < HEADER_SIZE or struct.unpack_from("<I", raw)[0] != MAGIC:
         raise ExportError(f"{path} is not a model file")
     h = unpack_header(raw)
-    if h["version"] != VERSION:
-        raise ExportError(f"{path}: format version {h['version']}, this reads {VERSION}")
+    if h["version"] not in (1, VERSION):
+        raise ExportError(f"{path}: format version {h['version']}, this reads versions 1 and {VERSION}")
     tok = read_tokenizer(raw, h["tokenizer_offset"])
     if h["n_layer"] == 0:
         return None, tok, {}
+    name_of = lambda table, value: {v: k for k, v in table.items()}[value]  # noqa: E731
     cfg = GPTConfig(n_layer=h["n_layer"], n_head=h["n_head"], n_embd=h["n_embd"], n_hidden=h["n_hidden"],
-                    n_ctx=h["n_ctx"], vocab_size=h["vocab_size"], vocab_padded=h["vocab_padded"], ln_eps=h["ln_eps"],
-                    gelu=["tanh", "erf"][h["gelu"]], bias=bool(h["bias"]), tied_head=bool(h["tied_head"]),
-                    pos=["learned", "sinusoidal"][h["pos_kind"]])
-    shapes = {name: arr.shape for name, arr in file_tensors(GPT(cfg))}
-    tensors = {}
+                    n_ctx=h["n_ctx"], vocab_size=h["vocab_size"], vocab_padded=h["vocab_padded"], ln_eps=h["norm_eps"],
+                    gelu=name_of(GELU, h["gelu"]), tied_head=bool(h["tied_head"]), pos=name_of(POS, h["pos_kind"]))
+    if h["version"] == 1:  # GPT-2's block; bias 1 meant every bias
+        cfg.bias = BIAS_ALL if h["bias"] else 0
+    else:
+        cfg.bias, cfg.norm, cfg.ffn, cfg.n_kv_head = h["bias"], name_of(NORM, h["norm"]), name_of(FFN, h["ffn"]), h["n_kv_head"]
+        cfg.rope_theta = h["rope_theta"] if cfg.pos == "rotary" else cfg.rope_theta
+    table = {}
     for i in range(h["n_tensors"]):
         name, offset, size = struct.unpack_from(f"<{TENSOR_NAME_LEN}sQQ", raw, h["tensors_offset"] + 64 * i)
-        name = name.rstrip(b"\0").decode()
-        tensors[name] = tensor_at(raw, offset, size, shapes[name], h["weight_type"], h["group_size"])
+        table[name.rstrip(b"\0").decode()] = (offset, size)
+    if h["version"] > 1 and h["rope_freqs"]:
+        offset, size = table["rope_freqs"]
+        cfg.rope_freqs = np.frombuffer(raw, "<f4", size // 4, offset).tolist()
+    shapes = {name: arr.shape for name, arr in file_tensors(GPT(cfg))}
+    tensors = {name: tensor_at(raw, offset, size, shapes[name], h["weight_type"], h["group_size"])
+               for name, (offset, size) in table.items()}
     return cfg, tok, tensors
 
 
@@ -356,12 +383,11 @@ def read_model(path: Path) -> tuple[GPT | None, TokenizerData]:
     sd = {"transformer.wte.weight": arrays["wte"], "transformer.ln_f.weight": arrays["ln_f.weight"]}
     if "wpe" in arrays:
         sd["transformer.wpe.weight"] = arrays["wpe"]
-    if cfg.bias:
+    if cfg.has_bias(BIAS_NORM):
         sd["transformer.ln_f.bias"] = arrays["ln_f.bias"]
-    for part in LAYER_PARTS:
-        if part in arrays:
-            for layer in range(cfg.n_layer):
-                sd[f"transformer.h.{layer}.{part}"] = arrays[part][layer]
+    for part in layer_parts(cfg):
+        for layer in range(cfg.n_layer):
+            sd[f"transformer.h.{layer}.{part}"] = arrays[part][layer]
     sd["lm_head.weight"] = arrays.get("lm_head.weight", arrays["wte"])
     return build_model(cfg, {k: torch.from_numpy(np.array(v)) for k, v in sd.items()}, str(path)), tok
 

@@ -2,9 +2,12 @@
  * attention, each one entry point holding its whole loop and its OpenMP split, computed as
  * kernels/simd.h defines:
  *
- *   layernorm()     LayerNorm of each of T positions
+ *   layernorm()     LayerNorm of each of T positions (GPT-2)
+ *   rmsnorm()       RMSNorm of each of T positions (Llama)
  *   softmax()       in place, over n values
  *   gelu()          GPT-2's tanh approximation or the exact erf form, in place
+ *   swiglu()        silu(gate) * up, in place in up (Llama's feed-forward)
+ *   rotary()        rotary positions: pairs of a head's dimensions rotated by the position
  *   residual_add()  x += delta
  */
 #ifndef KERNELS_OPS_H
@@ -68,6 +71,57 @@ static void layernorm(float *out, const float *x, const float *weight, const flo
         var /= n;
         float inv_std = 1.0f / sqrtf(var + eps);
         for (int i = 0; i < n; i++) o[i] = (xt[i] - mean) * inv_std * weight[i] + (bias ? bias[i] : 0.0f);
+    }
+}
+
+/* RMSNorm (Zhang and Sennrich 2019) of each of T positions of n values: x / sqrt(mean(x^2) +
+ * eps) * weight, as float32 operations in this order (the squares summed one after the
+ * other). out may be x. */
+static void rmsnorm(float *out, const float *x, const float *weight, int T, int n, float eps) {
+    int t;
+#pragma omp parallel for schedule(static) if (T > 1)
+    for (t = 0; t < T; t++) {
+        const float *xt = x + (size_t)t * n;
+        float *o = out + (size_t)t * n, sum_squares = 0.0f;
+        for (int i = 0; i < n; i++) sum_squares += xt[i] * xt[i];
+        float inv_rms = 1.0f / sqrtf(sum_squares / n + eps);
+        for (int i = 0; i < n; i++) o[i] = xt[i] * inv_rms * weight[i];
+    }
+}
+
+/* SwiGLU's product over n values: up = silu(gate) * up, silu(g) = g / (1 + exp(-g)) with the
+ * shared exp, then one multiply. */
+static inline vf vf_silu(vf g) { return vf_div(g, vf_add(vf_set1(1.0f), vf_exp(vf_mul(g, vf_set1(-1.0f))))); }
+
+static void swiglu(float *up, const float *gate, int n) {
+    int at;
+#pragma omp parallel for schedule(static) if (n > SPAN)
+    for (at = 0; at < n; at += SPAN) {
+        int len = min_int(SPAN, n - at), i = 0;
+        float *u = up + at;
+        const float *g = gate + at;
+        for (; i + VW <= len; i += VW) vf_store(u + i, vf_mul(vf_silu(vf_load(g + i)), vf_load(u + i)));
+        if (i < len) { /* the last part-vector through zero-padded copies, as ELEMENTWISE does */
+            float gp[VW] = {0}, up_part[VW] = {0};
+            memcpy(gp, g + i, (size_t)(len - i) * sizeof(float));
+            memcpy(up_part, u + i, (size_t)(len - i) * sizeof(float));
+            vf_store(up_part, vf_mul(vf_silu(vf_load(gp)), vf_load(up_part)));
+            memcpy(u + i, up_part, (size_t)(len - i) * sizeof(float));
+        }
+    }
+}
+
+/* Rotary positions for n_heads heads of head_size values at x (one token), at the position
+ * whose table rows are cos and sin (head_size / 2 values each): the pair (x_2i, x_2i+1) becomes
+ * (x_2i cos_i - x_2i+1 sin_i, x_2i sin_i + x_2i+1 cos_i), four products and two sums. */
+static void rotary(float *x, int n_heads, int head_size, const float *cos, const float *sin) {
+    for (int h = 0; h < n_heads; h++) {
+        float *head = x + (size_t)h * head_size;
+        for (int i = 0; i < head_size / 2; i++) {
+            float x0 = head[2 * i], x1 = head[2 * i + 1];
+            head[2 * i] = x0 * cos[i] - x1 * sin[i];
+            head[2 * i + 1] = x0 * sin[i] + x1 * cos[i];
+        }
     }
 }
 

@@ -63,5 +63,25 @@ def export(model: GPT | None, tok: TokenizerData, name: str, dtype: str = "f32")
     return path
 
 
+def as_version_1(raw: bytes) -> bytes:
+    """A weight file of GPT-2's block as the format's version 1 wrote it: version 1, bias 1 for
+    every bias (version 2's BIAS_ALL), the fields from byte 108 zero, the checksum recomputed.
+    What a file written before version 2 looks like."""
+    import struct
+    import zlib
+    from weight_file import CRC_OFFSET, HEADER_SIZE, unpack_header
+    h = unpack_header(raw)
+    assert h["norm"] == 0 and h["ffn"] == 0 and h["pos_kind"] < 2 and h["n_kv_head"] == h["n_head"]
+    assert h["bias"] in (0, 15), "version 1 had every bias or none"
+    buf = bytearray(raw)
+    struct.pack_into("<I", buf, 4, 1)
+    struct.pack_into("<I", buf, 48, 1 if h["bias"] else 0)
+    buf[108:HEADER_SIZE] = bytes(HEADER_SIZE - 108)
+    meta_end = h["tensors_offset"] + 64 * h["n_tensors"]
+    struct.pack_into("<I", buf, CRC_OFFSET, 0)
+    struct.pack_into("<I", buf, CRC_OFFSET, zlib.crc32(bytes(buf[:meta_end])))
+    return bytes(buf)
+
+
 def run(*args: str, input: bytes | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([str(RUN), *map(str, args)], input=input, capture_output=True, timeout=timeout)

@@ -32,12 +32,16 @@ def make_page(model, tok, path: Path, prompt: bytes, name: str) -> tuple[dict, l
     return page_data(out.read_text(encoding="utf-8")), c_tokens(RUN, path, prompt)
 
 
+LLAMA = dict(norm="rms", pos="rotary", ffn="swiglu", n_kv_head=2, bias=0)  # 2 query heads per key/value head
+
+
 def test_weights_equal_reference() -> None:
-    for name, tok in [("gpt2", gpt2_tokenizer()), ("char", char_tokenizer())]:
-        cfg = GPTConfig(**{**CFG.__dict__, "vocab_size": len(tok.tokens), "vocab_padded": len(tok.tokens)})
+    for name, tok in [("gpt2", gpt2_tokenizer()), ("char", char_tokenizer()), ("llama", char_tokenizer())]:
+        cfg = GPTConfig(**{**CFG.__dict__, "vocab_size": len(tok.tokens), "vocab_padded": len(tok.tokens),
+                           **(LLAMA if name == "llama" else {})})
         model = random_model(cfg, seed=31)
         path = export(model, tok, f"attention_{name}")
-        prompt = TEXT.encode()[:60 if name == "char" else 200]
+        prompt = TEXT.encode()[:200 if name == "gpt2" else 60]
         data, ids = make_page(model, tok, path, prompt, f"attention_{name}")
         assert len(data["tokens"]) == len(ids) <= 64
         ref = model.attention_weights(torch.tensor(ids)).numpy()  # [L, H, T, T]

@@ -295,6 +295,12 @@ static void check_elementwise_bits(void) {
     gelu(got, N, GELU_ERF);
     for (int i = 0; i < N; i++) want[i] = ref_gelu_erf(x[i]);
     expect_bits("gelu, erf form", got, want, N);
+    static float up[N];
+    for (int i = 0; i < N; i++) up[i] = (float)(rng_uniform(&seed) * 6 - 3);
+    memcpy(got, up, sizeof up);
+    swiglu(got, x, N);
+    for (int i = 0; i < N; i++) want[i] = x[i] / (1.0f + ref_exp(x[i] * -1.0f)) * up[i];
+    expect_bits("swiglu: silu(gate) x up", got, want, N);
     for (int n = 1; n < 70; n += 7) {
         memcpy(got, x, sizeof x);
         memcpy(want, x, sizeof x);
@@ -523,6 +529,50 @@ int main(void) {
     layernorm(y, x, w, NULL, 1, 3, 0.0f);
     expect_near("layernorm([1,2,3])[0]", y[0], -1.224745, 1e-5);
     expect_near("layernorm([1,2,3])[2]", y[2], 1.224745, 1e-5);
+
+    /* RMSNorm of [1, 2, 3, 4] with weights [1, 1, 2, 0.5]: mean of squares (1 + 4 + 9 + 16) / 4 =
+     * 7.5, rms = sqrt(7.5) = 2.738613 -> [1, 2, 3 x 2, 4 x 0.5] / 2.738613 = [0.365148,
+     * 0.730297, 2.190890, 0.730297] */
+    float r_in[4] = {1, 2, 3, 4}, r_w[4] = {1, 1, 2, 0.5f}, r_out[4];
+    rmsnorm(r_out, r_in, r_w, 1, 4, 0.0f);
+    expect_near("rmsnorm([1,2,3,4])[0]", r_out[0], 0.365148, 1e-6);
+    expect_near("rmsnorm([1,2,3,4])[1]", r_out[1], 0.730297, 1e-6);
+    expect_near("rmsnorm([1,2,3,4])[2]", r_out[2], 2.190890, 1e-6);
+    expect_near("rmsnorm([1,2,3,4])[3]", r_out[3], 0.730297, 1e-6);
+
+    /* One rotary rotation: a 4-dimensional head x = [1, 2, 3, 4], theta 10000: pair 0 (dims 0, 1)
+     * turns at f_0 = 10000^(-0/4) = 1, pair 1 (dims 2, 3) at f_1 = 10000^(-2/4) = 0.01.
+     * Position 1: angles 1 and 0.01. cos 1 = 0.540302, sin 1 = 0.841471: (1 x 0.540302 - 2 x
+     *   0.841471, 1 x 0.841471 + 2 x 0.540302) = (-1.142640, 1.922076); cos 0.01 = 0.999950,
+     *   sin 0.01 = 0.010000: (3 x 0.999950 - 4 x 0.010000, 3 x 0.010000 + 4 x 0.999950) =
+     *   (2.959851, 4.029800).
+     * Position 2: angles 2 and 0.02. cos 2 = -0.416147, sin 2 = 0.909297: (-0.416147 - 1.818595,
+     *   0.909297 - 0.832294) = (-2.234742, 0.077004); cos 0.02 = 0.999800, sin 0.02 = 0.019999:
+     *   (2.999400 - 0.079995, 0.059996 + 3.999200) = (2.919405, 4.059196). */
+    float *rope_cos, *rope_sin;
+    rotary_tables(&rope_cos, &rope_sin, 3, 4, 10000.0, NULL);
+    static const float rope_want[2][4] = {{-1.142640f, 1.922076f, 2.959851f, 4.029800f},
+                                          {-2.234742f, 0.077004f, 2.919405f, 4.059196f}};
+    for (int pos = 1; pos <= 2; pos++) {
+        float head[4] = {1, 2, 3, 4};
+        rotary(head, 1, 4, rope_cos + pos * 2, rope_sin + pos * 2);
+        for (int d = 0; d < 4; d++) {
+            char what[60];
+            snprintf(what, sizeof what, "rotary [1,2,3,4] at position %d, dimension %d", pos, d);
+            expect_near(what, head[d], rope_want[pos - 1][d], 2e-6);
+        }
+    }
+    expect_near("rotary position 0 leaves the head as it is", rope_cos[0] == 1.0f && rope_sin[1] == 0.0f, 1, 0);
+    free(rope_cos);
+    free(rope_sin);
+
+    /* SwiGLU: silu(g) * u with silu(g) = g / (1 + e^-g): gates [1, -2, 0], ups [2, 3, 5] ->
+     * [1 / (1 + 0.367879) x 2, -2 / (1 + 7.389056) x 3, 0] = [1.462117, -0.715218, 0] */
+    float up[3] = {2, 3, 5}, gate3[3] = {1, -2, 0};
+    swiglu(up, gate3, 3);
+    expect_near("swiglu(gate 1, up 2)", up[0], 1.462117, 1e-6);
+    expect_near("swiglu(gate -2, up 3)", up[1], -0.715218, 1e-6);
+    expect_near("swiglu(gate 0, up 5)", up[2], 0.0, 0.0);
 
     /* Streaming output holds back a UTF-8 character split across tokens: "—" is E2 80 94. */
     fflush(stdout);

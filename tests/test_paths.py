@@ -26,12 +26,13 @@ import numpy as np
 import pytest
 
 from common import PATHS, REPO, TEXT, TMP, GPTConfig, export, gpt2_tokenizer, random_model
+from model import BIAS_QKV
 from compare import c_generate, c_logits, c_tokens, compare_logits
 from weight_file import FileTensor, read_model, read_tensors, write_model
 from paths import ARM_PATHS, emulated
 
 U = 2.0 ** -24  # float32's unit roundoff
-MATRICES = ["attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj"]
+MATRICES = ["attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj", "lm_head", "mlp.gate"]  # tests/trace.c's numbers
 _models: dict = {}
 
 
@@ -65,20 +66,33 @@ def models() -> dict:
         q4, odd_q4 = TMP / "paths_q4_0.bin", TMP / "paths_odd_q4_0.bin"
         write_model(q4, model, tok, "q4_0")
         write_model(odd_q4, odd_model, tok, "q4_0")
+        # the Llama family's block: RMSNorm, rotary positions, SwiGLU, grouped-query attention
+        # (4 query heads, 2 key/value heads of 24), query/key/value biases as Qwen2 has, widths of
+        # 3 and 5 groups of 32
+        llama_cfg = GPTConfig(n_layer=2, n_head=4, n_kv_head=2, n_embd=96, n_hidden=160, n_ctx=256, vocab_size=50257,
+                              vocab_padded=50257, norm="rms", pos="rotary", ffn="swiglu", bias=BIAS_QKV, tied_head=False)
+        llama_model = random_model(llama_cfg, seed=53)
+        llama = export(llama_model, tok, "paths_llama")
+        llama_q8, llama_q4 = TMP / "paths_llama_q8_0.bin", TMP / "paths_llama_q4_0.bin"
+        write_model(llama_q8, llama_model, tok, "q8_0")
+        write_model(llama_q4, llama_model, tok, "q4_0")
         prompt = TMP / "paths_prompt.txt"  # 100 tokens: tiles of 16 and 32 and a ragged tail
         prompt.write_bytes(tok.decode(c_tokens(binary("run", "native"), f32, TEXT.encode())[:100]))
-        _models.update(model=model, tok=tok, f32=f32, q8=q8, odd=odd, q4=q4, odd_q4=odd_q4, prompt=prompt)
+        _models.update(model=model, tok=tok, f32=f32, q8=q8, odd=odd, q4=q4, odd_q4=odd_q4, prompt=prompt,
+                       llama_model=llama_model, llama=llama, llama_q8=llama_q8, llama_q4=llama_q4)
     return _models
 
 
+@pytest.mark.parametrize("design", ["gpt2", "llama"])
 @pytest.mark.parametrize("path", PATHS)
-def test_path_matches_pytorch(path: str) -> None:
+def test_path_matches_pytorch(path: str, design: str) -> None:
     m = models()
     run = binary("run", path)
     prompt = m["prompt"].read_bytes()
+    model, file = (m["model"], m["f32"]) if design == "gpt2" else (m["llama_model"], m["llama"])
     for block in (1, 128):
-        rep = compare_logits(m["model"], c_tokens(run, m["f32"], prompt), c_logits(run, m["f32"], prompt, 50257, block))
-        assert rep.ok, f"{path} f32 block {block}: {rep.max_diff} > {rep.tolerance}"
+        rep = compare_logits(model, c_tokens(run, file, prompt), c_logits(run, file, prompt, 50257, block))
+        assert rep.ok, f"{path} {design} f32 block {block}: {rep.max_diff} > {rep.tolerance}"
 
 
 # ---- every product against its reference ---------------------------------------------------
@@ -136,18 +150,22 @@ def check_trace(trace: Path, model_file: Path) -> float:
         else:
             t = tensors[MATRICES[which] + ".weight"]
             w = FileTensor(t.values[layer], None if t.scales is None else t.scales[layer])
-            bias = tensors[MATRICES[which] + ".bias"].values[layer] if cfg.bias else None
+            b = tensors.get(MATRICES[which] + ".bias")
+            bias = None if b is None else b.values[layer]
         ref, size, additions = product_reference(x, w, bias)
         ratio = float((np.abs(out - ref) / ((additions + 8) * U * size + 1e-30)).max())
-        assert ratio <= 1, (f"{trace.name}: layer {layer} {MATRICES[which] if which < 4 else 'lm_head'}: "
-                            f"error {ratio:.3g} x its bound")
+        assert ratio <= 1, f"{trace.name}: layer {layer} {MATRICES[which]}: error {ratio:.3g} x its bound"
         worst = max(worst, ratio)
         seen.add((layer, which, x.shape[0] > 1))
-    assert {w for _, w, _ in seen} == {0, 1, 2, 3, 4} and {l for l, _, _ in seen} == {-1, *range(cfg.n_layer)}
+    products = {0, 1, 2, 3, 4} | ({5} if cfg.ffn == "swiglu" else set())
+    assert {w for _, w, _ in seen} == products and {l for l, _, _ in seen} == {-1, *range(cfg.n_layer)}
     return worst
 
 
-@pytest.mark.parametrize("weights", ["f32", "q8", "odd", "q4", "odd_q4"])
+ALL_WEIGHTS = ["f32", "q8", "odd", "q4", "odd_q4", "llama", "llama_q8", "llama_q4"]
+
+
+@pytest.mark.parametrize("weights", ALL_WEIGHTS)
 @pytest.mark.parametrize("path", PATHS)
 def test_every_product_matches_its_reference(path: str, weights: str) -> None:
     m = models()
@@ -163,7 +181,7 @@ def test_every_product_matches_its_reference(path: str, weights: str) -> None:
 
 # ---- every path gives the same bits -----------------------------------------------------------
 
-@pytest.mark.parametrize("weights", ["f32", "q8", "odd", "q4", "odd_q4"])
+@pytest.mark.parametrize("weights", ALL_WEIGHTS)
 def test_logits_bit_identical_across_paths(weights: str) -> None:
     m = models()
     prompt = m["prompt"].read_bytes()
@@ -174,11 +192,11 @@ def test_logits_bit_identical_across_paths(weights: str) -> None:
         differ = [path for path in PATHS if not np.array_equal(logits[path, block], base)]
         assert not differ, f"block {block}: {differ} differ from native by up to " \
                            f"{max(np.abs(logits[p, block] - base).max() for p in differ):.3g}"
-    if weights != "f32":  # q8_0, q4_0: the same arithmetic one token at a time and in blocks
+    if weights not in ("f32", "llama"):  # q8_0, q4_0: the same arithmetic one token at a time and in blocks
         assert np.array_equal(logits["native", 1], logits["native", 128])
 
 
-@pytest.mark.parametrize("weights", ["f32", "odd", "q8", "q4"])
+@pytest.mark.parametrize("weights", ["f32", "odd", "q8", "q4", "llama", "llama_q4"])
 @pytest.mark.parametrize("path", PATHS)
 def test_samples_together_are_bit_identical_to_samples_alone(path: str, weights: str) -> None:
     """run --samples: 7 samples' decode steps through one forward() call give each sample the
@@ -230,7 +248,7 @@ def threads_for(path: str) -> tuple[int, ...]:
     return (1, 2) if emulated(path) else (1, 2, 3)
 
 
-@pytest.mark.parametrize("weights", ["f32", "q8", "q4"])
+@pytest.mark.parametrize("weights", ["f32", "q8", "q4", "llama", "llama_q8"])
 def test_greedy_identical_across_paths_and_threads(weights: str) -> None:
     m = models()
     prompt = m["tok"].decode(c_tokens(binary("run", "native"), m["f32"], TEXT.encode())[:40])

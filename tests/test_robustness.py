@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from common import REPO, RUN, TMP, GPTConfig, char_tokenizer, random_model
+from common import REPO, RUN, TMP, GPTConfig, as_version_1, char_tokenizer, random_model
+from model import BIAS_QKV
 from weight_file import write_model
 
 CRC_OFFSET = 104
@@ -25,14 +26,18 @@ TENSORS_OFFSET = 88   # header fields (model.h)
 HEADER = 256
 
 
-def valid_file(dtype: str = "f32") -> Path:
-    """A small valid model: float32, or quantized (widths of 1 and 2 groups of 32)."""
+def valid_file(kind: str = "f32") -> Path:
+    """A small valid model: GPT-2's block float32, or quantized (widths of 1 and 2 groups of 32);
+    or the Llama family's (RMSNorm, rotary positions with the frequencies in the file, SwiGLU,
+    2 query heads per key/value head, query/key/value biases)."""
     tok = char_tokenizer()
     n = len(tok.tokens)
-    width = 16 if dtype == "f32" else 32
-    cfg = GPTConfig(n_layer=2, n_head=2, n_embd=width, n_hidden=2 * width, n_ctx=32, vocab_size=n, vocab_padded=n + 5)
-    path = TMP / f"robust_valid_{dtype}.bin"
-    write_model(path, random_model(cfg, seed=41), tok, dtype)
+    width = 16 if kind != "q4_0" else 32
+    llama = dict(norm="rms", pos="rotary", ffn="swiglu", n_head=4, n_kv_head=2, bias=BIAS_QKV,
+                 rope_freqs=[1.0, 0.5]) if kind == "llama" else dict(n_head=2)
+    cfg = GPTConfig(n_layer=2, n_embd=width, n_hidden=2 * width, n_ctx=32, vocab_size=n, vocab_padded=n + 5, **llama)
+    path = TMP / f"robust_valid_{kind}.bin"
+    write_model(path, random_model(cfg, seed=41), tok, "q4_0" if kind == "q4_0" else "f32")
     return path
 
 
@@ -74,24 +79,30 @@ def variants(base: bytes) -> list[tuple[str, bytes]]:
         buf[pos] ^= 1 << (i % 8)
         out.append((f"metadata bit at {pos} flipped", bytes(buf)))
     out.append(("wrong magic", patched(base, "<I", 0, 0x46554747)))
-    for v in (0, 2, 0xFFFFFFFF):
+    for v in (0, 3, 0xFFFFFFFF):
         out.append((f"version {v}", patched(base, "<I", 4, v)))
     # absurd dimensions (products overflowing 32 and 64 bits), each with a valid checksum
     fields = {"n_layer": 12, "n_head": 16, "n_embd": 20, "n_hidden": 24, "n_ctx": 28,
               "vocab_size": 32, "vocab_padded": 36, "gelu": 44, "bias": 48, "tied_head": 52,
-              "pos_kind": 56, "weight_type": 60, "group_size": 64, "n_tensors": 68}
+              "pos_kind": 56, "weight_type": 60, "group_size": 64, "n_tensors": 68,
+              "norm": 108, "ffn": 112, "n_kv_head": 116, "rope_freqs": 124}
     for name, off in fields.items():
         for v in (0, 3, 7, 1 << 16, (1 << 31) - 1, 1 << 31, 0xFFFFFFFF):
             out.append((f"{name} = {v}", patched(base, "<I", off, v)))
     out.append(("n_embd*n_hidden overflows 32 bits", patched(patched(base, "<I", 20, 1 << 20), "<I", 24, 1 << 22)))
     out.append(("n_ctx*n_embd*n_layer huge", patched(patched(patched(base, "<I", 12, 4096), "<I", 20, 1 << 20), "<I", 28, 1 << 20)))
     for v in (float("nan"), float("inf"), -1e-5, 0.0, 2.0):
-        out.append((f"ln_eps {v}", patched(base, "<f", 40, v)))
+        out.append((f"norm_eps {v}", patched(base, "<f", 40, v)))
+    for v in (float("nan"), float("inf"), float("-inf"), -1e4, 0.0, -0.0, 1e-45, 1e4):
+        out.append((f"rope_theta {v}", patched(base, "<f", 120, v)))
+    for bias in range(16):  # every combination of biases the tensor table does not have
+        out.append((f"bias bits {bias}", patched(base, "<I", 48, bias)))
     # offsets and sizes out of range, misaligned, overlapping, overflowing
     for name, off in {"tokenizer_offset": 72, "tokenizer_size": 80, "tensors_offset": 88, "file_size": 96}.items():
         for v in (0, 1, 64, size, size + 64, 1 << 40, (1 << 63) + 64, (1 << 64) - 64, (1 << 64) - 1):
             out.append((f"{name} = {v}", patched(base, "<Q", off, v)))
     out.append(("reserved byte set", patched(base, "<B", 200, 1)))
+    out.append(("first reserved byte set", patched(base, "<B", 128, 1)))
     entry0 = table_off
     n_entries = struct.unpack_from("<I", base, 68)[0]
     for i in range(n_entries):
@@ -143,13 +154,16 @@ def run_one(item: tuple[int, tuple[str, bytes]], folder: Path) -> tuple[str, str
     return name, None
 
 
-@pytest.mark.parametrize("dtype", ["f32", "q4_0"])
-def test_malformed_files_give_one_line_errors(dtype: str) -> None:
-    path = valid_file(dtype)
+@pytest.mark.parametrize("kind", ["f32", "q4_0", "llama"])
+def test_malformed_files_give_one_line_errors(kind: str) -> None:
+    path = valid_file(kind)
     base = path.read_bytes()
     ok = subprocess.run([str(RUN), str(path), "-i", "And", "-n", "2"], capture_output=True)
     assert ok.returncode == 0, "the unaltered file must load"
-    cases = variants(base)
+    # changes that leave a valid file of another configuration: with rotary positions there is
+    # no table of n_ctx rows, and a Llama file's norms read as LayerNorm without bias are valid
+    still_valid = {"n_ctx = 3", "n_ctx = 7", "n_ctx = 65536", "norm = 0", "rope_theta 1e-45"} if kind == "llama" else set()
+    cases = [c for c in variants(base) if c[0] not in still_valid]
     assert len(cases) >= 1000
     folder = TMP / "malformed"
     folder.mkdir(exist_ok=True)
@@ -158,6 +172,24 @@ def test_malformed_files_give_one_line_errors(dtype: str) -> None:
     failures = [(n, why) for n, why in results if why]
     print(f"{len(cases)} malformed files, {len(failures)} not handled")
     assert not failures, failures[:10]
+
+
+@pytest.mark.parametrize("kind", ["f32", "q4_0"])
+def test_version_1_files_load_and_give_the_same_bytes(kind: str) -> None:
+    """A file written before version 2 (GPT-2's block, no fields from byte 108) loads and gives
+    exactly the logits and text of the same model written as version 2."""
+    v2 = valid_file(kind)
+    v1 = TMP / f"robust_v1_{kind}.bin"
+    v1.write_bytes(as_version_1(v2.read_bytes()))
+    assert struct.unpack_from("<I", v1.read_bytes(), 4)[0] == 1
+    outs = []
+    for path in (v1, v2):
+        logits = TMP / f"{path.stem}.logits"
+        r = subprocess.run([str(RUN), str(path), "-i", "And the earth", "--logits", str(logits)], capture_output=True)
+        assert r.returncode == 0, r.stderr
+        gen = subprocess.run([str(RUN), str(path), "-i", "And", "-n", "40", "-s", "3"], capture_output=True)
+        outs.append((logits.read_bytes(), gen.stdout))
+    assert outs[0] == outs[1]
 
 
 def test_empty_file_and_directory(tmp_path) -> None:

@@ -8,8 +8,8 @@
  *   runs the prompt's tokens through the model in forward() blocks of BLOCK tokens (1: one at a
  *   time, as generation does), all positions' logits computed, and writes to OUT, per product:
  *   int32 layer (-1 for the output head), int32 matrix (0 attn.c_attn, 1 attn.c_proj,
- *   2 mlp.c_fc, 3 mlp.c_proj, 4 lm_head), int32 T, rows, cols; then the input x (T, cols) and
- *   the output (T, rows) as float32, biases included.
+ *   2 mlp.c_fc, 3 mlp.c_proj, 4 lm_head, 5 mlp.gate), int32 T, rows, cols; then the input x
+ *   (T, cols) and the output (T, rows) as float32, biases included.
  *
  * usage: trace MODEL.bin PROMPT_FILE samples:N OUT
  *   prefills the prompt once, then decodes SAMPLE_STEPS steps of N samples together (sample i
@@ -26,8 +26,8 @@ static void record(const Matrix *w, const float *x, const float *out, int T) {
     int32_t head[5] = {-1, 4, T, w->rows, w->cols};
     for (int l = 0; l < model.config.n_layer; l++) {
         const LayerWeights *L = &model.weights.layer[l];
-        const Matrix *which[4] = {&L->c_attn, &L->attn_proj, &L->c_fc, &L->mlp_proj};
-        for (int m = 0; m < 4; m++)
+        const Matrix *which[6] = {&L->c_attn, &L->attn_proj, &L->c_fc, &L->mlp_proj, NULL, &L->mlp_gate};
+        for (int m = 0; m < 6; m++)
             if (w == which[m]) head[0] = l, head[1] = m;
     }
     if (fwrite(head, sizeof head, 1, trace) != 1 ||

@@ -1,15 +1,17 @@
 """`make bench`: speed of run.c against this machine's memory bandwidth, and of the tokenizer
 against the npm package tiktoken. Run it on an idle machine.
 
-usage: bench.py [--runs N] [--shapes 124M,medium,large] [--skip-models] [--skip-quality]
+usage: bench.py [--runs N] [--shapes 124M,medium,large,llama] [--skip-models] [--skip-quality]
                 [--skip-load] [--skip-cold] [--skip-samples] [--skip-paths] [--skip-tokenizer]
 
 CPU: the model name, vector extensions and last-level cache, from lscpu.
 
 Models: GPT-2-shaped models with random weights (GPT-2's vocabulary of 50257, context 1024):
-124M (12 layers, 12 heads, width 768), medium (24, 16, 1024) and large (36, 20, 1280), each
-written through export/export.py as f32, q8_0 and q4_0 (cached in tests/bench/out), and the shipped
-models/kjv.bin. For 1 and 2 threads: prefill tok/s for a 128-token prompt and decode tok/s for
+124M (12 layers, 12 heads, width 768), medium (24, 16, 1024) and large (36, 20, 1280); a
+Llama-shaped one (the Llama family's block: 12 layers, width 768, 12 query heads and 4
+key/value heads, SwiGLU of 2048, a vocabulary of 32000, context 1024); each written through
+export/export.py as f32, q8_0 and q4_0 (cached in tests/bench/out), and the shipped
+models/kjv.bin. The Llama row's share of its ceiling is printed against the 124M row's. For 1 and 2 threads: prefill tok/s for a 128-token prompt and decode tok/s for
 128 greedy tokens, from run's own `timing:` line, median of --runs runs (with the spread, half
 of max - min); the ceiling: the read bandwidth of a buffer as large as the weight bytes one
 decode step reads (tests/bench/bandwidth.c THREADS BYTES: every matrix, the output head's real
@@ -73,6 +75,7 @@ SHAPES = {  # name: (layers, heads, width)
     "124M": (12, 12, 768),
     "medium": (24, 16, 1024),
     "large": (36, 20, 1280),
+    "llama": (12, 12, 768),  # with 4 key/value heads, SwiGLU of 2048, vocabulary 32000
 }
 
 
@@ -85,11 +88,21 @@ def export(source: Path, out: Path, dtype: str) -> None:
         sys.exit(r.stderr.decode())
 
 
+def llama_tokenizer():
+    """32000 tokens: GPT-2's 256 byte tokens and its first 31744 merges (merge i makes token 256
+    + i, so the cut is a vocabulary of its own), the size of Llama 2's."""
+    from common import gpt2_tokenizer
+    from weight_file import RANK_NONE, TokenizerData
+    full = gpt2_tokenizer()
+    ranks = [r if r < 32000 else RANK_NONE for r in full.ranks[:32000]]
+    return TokenizerData("gpt2", full.tokens[:32000], ranks, -1)
+
+
 def gpt2_shape(name: str) -> dict[str, Path]:
-    """The f32, q8_0 and q4_0 files of a GPT-2-shaped model with random weights, made once:
-    float32 from a checkpoint, the quantized ones from the float32 file."""
+    """The f32, q8_0 and q4_0 files of a GPT-2-shaped (or the Llama-shaped) model with random
+    weights, made once: float32 from a checkpoint, the quantized ones from the float32 file."""
     tag = "124m" if name == "124M" else name
-    files = {dtype: OUT / f"gpt2_{tag}_{dtype}.bin" for dtype in DTYPES}
+    files = {dtype: OUT / f"{'llama' if name == 'llama' else 'gpt2'}_{tag}_{dtype}.bin" for dtype in DTYPES}
     if not files["f32"].exists():
         import torch
         from common import gpt2_tokenizer
@@ -98,10 +111,17 @@ def gpt2_shape(name: str) -> dict[str, Path]:
         torch.set_num_threads(2)
         OUT.mkdir(exist_ok=True)
         layers, heads, width = SHAPES[name]
-        cfg = GPTConfig(n_layer=layers, n_head=heads, n_embd=width, n_hidden=4 * width, n_ctx=1024,
-                        vocab_size=50257, vocab_padded=50257, gelu="tanh", bias=True, tied_head=True)
+        if name == "llama":
+            tok = llama_tokenizer()
+            cfg = GPTConfig(n_layer=layers, n_head=heads, n_kv_head=4, n_embd=width, n_hidden=2048, n_ctx=1024,
+                            vocab_size=32000, vocab_padded=32000, norm="rms", pos="rotary", ffn="swiglu", bias=0,
+                            tied_head=False)
+        else:
+            tok = gpt2_tokenizer()
+            cfg = GPTConfig(n_layer=layers, n_head=heads, n_embd=width, n_hidden=4 * width, n_ctx=1024,
+                            vocab_size=50257, vocab_padded=50257, gelu="tanh", bias=True, tied_head=True)
         ckpt = OUT / f"gpt2_{tag}.pt"
-        save_checkpoint(ckpt, GPT(cfg).init_random(124, std=0.02), gpt2_tokenizer())
+        save_checkpoint(ckpt, GPT(cfg).init_random(124, std=0.02), tok)
         export(ckpt, files["f32"], "f32")
         ckpt.unlink()
     for dtype, path in files.items():
@@ -139,13 +159,15 @@ def bytes_per_token(path: Path) -> int:
 
 def cache_bytes_per_token(path: Path, prompt: int = 128, generated: int = 128) -> int:
     """Key/value cache bytes one decode step reads, averaged over the decode of the bench:
-    position p reads the keys and values of positions 0..p (float32, every layer), and decode
-    runs forward() at positions prompt .. prompt + generated - 2."""
-    raw = path.open("rb").read(64)
-    n_layer, _, n_embd = struct.unpack_from("<III", raw, 12)
+    position p reads the keys and values of positions 0..p (float32, every layer, every
+    key/value head), and decode runs forward() at positions prompt .. prompt + generated - 2."""
+    from weight_file import unpack_header
+    h = unpack_header(path.open("rb").read(256))
+    kv_heads = h["n_kv_head"] if h["version"] > 1 else h["n_head"]
+    kv_width = kv_heads * (h["n_embd"] // h["n_head"])
     positions = range(prompt, prompt + generated - 1)
     mean_keys = sum(p + 1 for p in positions) / len(positions)
-    return int(n_layer * 2 * n_embd * 4 * mean_keys)
+    return int(h["n_layer"] * 2 * kv_width * 4 * mean_keys)
 
 
 def bandwidth(threads: int, size: int = 1 << 30) -> float:
@@ -223,7 +245,8 @@ def models_table(runs: int, shapes: list[str]) -> None:
     rows = []
     for shape in shapes:
         files = gpt2_shape(shape)
-        rows += [(f"GPT-2 {shape} shape", dtype, files[dtype]) for dtype in DTYPES]
+        label = "Llama 768, 4 kv heads" if shape == "llama" else f"GPT-2 {shape} shape"
+        rows += [(label, dtype, files[dtype]) for dtype in DTYPES]
     shipped = REPO / "models" / "kjv.bin"
     if shipped.exists():
         rows.append(("shipped kjv.bin", "f32", shipped))
@@ -239,7 +262,7 @@ def models_table(runs: int, shapes: list[str]) -> None:
     print("| model | weights | weight MB per token | threads | prefill tok/s (128) | decode tok/s (128) "
           "| read GB/s at that size | ceiling tok/s | decode / ceiling | with the cache's MB |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    measured = {}
+    measured, share = {}, {}
     for name, dtype, path in rows:
         per_token = bytes_per_token(path)
         prompt = prompt_of(path, 128)
@@ -251,14 +274,24 @@ def models_table(runs: int, shapes: list[str]) -> None:
             d = statistics.median(dec)
             cache = cache_bytes_per_token(path)
             with_cache = d / (bw * 1e9 / (per_token + cache))
+            share[name, dtype, threads] = d / ceiling
             print(f"| {name} | {dtype} | {per_token / 1e6:.0f} | {threads} | {statistics.median(pre):.0f} ± "
                   f"{spread(pre):.0f} | {d:.1f} ± {spread(dec):.1f} | {bw:.1f} | {ceiling:.1f} | {d / ceiling:.0%} "
                   f"| {with_cache:.0%} (+{cache / 1e6:.0f}) |", flush=True)
+    if "llama" in shapes and "124M" in shapes:
+        print()
+        print("The Llama-shaped model's decode / ceiling against the GPT-2 124M shape's (same run):")
+        print("| weights | threads | Llama | GPT-2 124M | Llama / GPT-2 |")
+        print("|---|---|---|---|---|")
+        for dtype in DTYPES:
+            for threads in (1, 2):
+                a, b = share["Llama 768, 4 kv heads", dtype, threads], share["GPT-2 124M shape", dtype, threads]
+                print(f"| {dtype} | {threads} | {a:.0%} | {b:.0%} | {a / b:.2f} |")
     print()
     print("q4_0 against q8_0, same run (ratios of the medians above):")
     print("| model | threads | q4_0 / q8_0 decode | q4_0 / q8_0 prefill |")
     print("|---|---|---|---|")
-    for shape in shapes:
+    for shape in [s for s in shapes if s != "llama"]:
         name = f"GPT-2 {shape} shape"
         for threads in (1, 2):
             q4, q8 = measured[name, "q4_0", threads], measured[name, "q8_0", threads]
@@ -452,8 +485,8 @@ def tokenizer_table(runs: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--shapes", default="124M,medium,large",
-                    help="GPT-2 shapes for the models table, comma-separated (124M, medium, large)")
+    ap.add_argument("--shapes", default="124M,medium,large,llama",
+                    help="shapes for the models table, comma-separated (GPT-2's 124M, medium, large; llama)")
     ap.add_argument("--skip-models", action="store_true")
     ap.add_argument("--skip-quality", action="store_true")
     ap.add_argument("--skip-load", action="store_true")

@@ -3,8 +3,9 @@
 usage: make_inputs.py seeds DIR    write the seed corpora (committed under tests/fuzz/seeds)
        make_inputs.py vocabs DIR   write the vocabularies fuzz_tokenizer loads (gpt2.bin,
                                    cl100k.bin, char.bin)
-Seeds for the loader are tiny valid model files covering every switch of the format; seeds for
-the tokenizer are short texts in several scripts behind each selector byte.
+Seeds for the loader are tiny valid model files covering every switch of the format: GPT-2's
+block as version 1 files (what files written before version 2 are), the Llama family's as
+version 2; seeds for the tokenizer are short texts in several scripts behind each selector byte.
 """
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "export"))
 sys.path.insert(0, str(REPO / "tests"))
 
-from common import GPTConfig, char_tokenizer, gpt2_tokenizer, random_model  # noqa: E402
+from common import GPTConfig, as_version_1, char_tokenizer, gpt2_tokenizer, random_model  # noqa: E402
+from model import BIAS_QKV  # noqa: E402
 from weight_file import write_model  # noqa: E402
 from export_tokenizer import load_ranks  # noqa: E402
 
@@ -39,6 +41,14 @@ def seeds(out: Path) -> None:
         cfg = GPTConfig(n_layer=1, n_head=2, n_embd=32, n_hidden=64, n_ctx=8, vocab_size=n, vocab_padded=n + 3)
         write_model(loader / f"{dtype}.bin", random_model(cfg, seed=1), tok, dtype)
     write_model(loader / "tokenizer_only.bin", None, tok)
+    for name in [*variants, "q8_0", "q4_0", "tokenizer_only"]:
+        path = loader / f"{name}.bin"
+        path.write_bytes(as_version_1(path.read_bytes()))
+    llama = dict(norm="rms", pos="rotary", ffn="swiglu", n_head=4, n_kv_head=2, bias=BIAS_QKV, tied_head=False)
+    for name, dtype, extra in [("llama", "f32", {}), ("llama_q8_0", "q8_0", {}),
+                               ("llama3_freqs_mqa", "q4_0", {"n_kv_head": 1, "bias": 0, "rope_freqs": [1.0, 0.1, 0.01, 0.001]})]:
+        cfg = GPTConfig(n_layer=1, n_embd=32, n_hidden=64, n_ctx=8, vocab_size=n, vocab_padded=n + 3, **{**llama, **extra})
+        write_model(loader / f"{name}.bin", random_model(cfg, seed=1), tok, dtype)
     texts = [b"Hello world, it's 2024!\n", "naïve café — 日本語 😀 \u00a0\ufeff".encode(),
              b"  \r\n\t  x  ", b"\xff\xfe invalid \xc3", b"1234567 'S 'll"]
     for i, t in enumerate(texts):
