@@ -46,6 +46,17 @@ def gpt2_tokenizer() -> TokenizerData:
     return _gpt2
 
 
+def small_gpt2_tokenizer(merges: int) -> TokenizerData:
+    """GPT-2's vocabulary cut to its 256 byte tokens and first `merges` merges (the token of merge
+    i is id 256 + i and its rank, so the cut is a byte-level BPE vocabulary of its own, with no
+    end-of-text token): GPT-2's tokenizer, small enough that products over the vocabulary are
+    quick in tests."""
+    full = gpt2_tokenizer()
+    n = 256 + merges
+    assert all(r == i for i, r in enumerate(full.ranks[:n]))
+    return TokenizerData("gpt2", full.tokens[:n], full.ranks[:n], -1)
+
+
 def char_tokenizer() -> TokenizerData:
     return TokenizerData("char", [c.encode() for c in CHARS], [RANK_NONE] * len(CHARS), -1)
 

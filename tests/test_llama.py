@@ -46,9 +46,8 @@ LLAMA = dict(norm="rms", ffn="swiglu", pos="rotary", bias=0)
 
 
 def gpt2_files(merges: int = 1500) -> dict[str, bytes]:
-    """GPT-2's vocabulary cut to its 256 byte tokens and first `merges` merges (the token of merge
-    i is id 256 + i, so the cut is a vocabulary of its own), as a Hugging Face folder names its
-    files: small enough that the tests' products over the vocabulary stay quick."""
+    """GPT-2's vocabulary cut to its 256 byte tokens and first `merges` merges (as
+    common.small_gpt2_tokenizer), as a Hugging Face folder names its files."""
     vocab = json.loads((GPT2_DIR / "encoder.json").read_text(encoding="utf-8"))
     lines = (GPT2_DIR / "vocab.bpe").read_text(encoding="utf-8").split("\n")
     kept = {t: i for t, i in vocab.items() if i < 256 + merges}

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from common import PATHS, REPO, TEXT, TMP, GPTConfig, export, gpt2_tokenizer, random_model
+from common import PATHS, REPO, TEXT, TMP, GPTConfig, export, random_model, small_gpt2_tokenizer
 from model import BIAS_QKV
 from compare import c_generate, c_logits, c_tokens, compare_logits
 from weight_file import FileTensor, read_model, read_tensors, write_model
@@ -49,17 +49,20 @@ def test_paths_checked() -> None:
 
 def models() -> dict:
     if not _models:
-        tok = gpt2_tokenizer()
-        cfg = GPTConfig(n_layer=2, n_head=4, n_embd=64, n_hidden=256, n_ctx=256, vocab_size=50257,
-                        vocab_padded=50304, gelu="tanh", bias=True, tied_head=False)
+        # GPT-2's byte-level BPE cut to 2001 tokens (tests/common.py): an output head of 125 whole
+        # panels of 16 rows and one of 1, padded rows past it
+        tok = small_gpt2_tokenizer(1745)
+        V = len(tok.tokens)
+        cfg = GPTConfig(n_layer=2, n_head=4, n_embd=64, n_hidden=256, n_ctx=256, vocab_size=V,
+                        vocab_padded=2048, gelu="tanh", bias=True, tied_head=False)
         model = random_model(cfg, seed=51)
         f32 = export(model, tok, "paths_f32")
         q8 = TMP / "paths_q8_0.bin"
         write_model(q8, model, tok, "q8_0")
         # q8_0 widths of 3 and 9 groups of 32 (an odd count: AMX takes groups in pairs), no
         # bias, 48 rows per head block: part blocks of 16 rows nowhere but the output head
-        odd_cfg = GPTConfig(n_layer=2, n_head=4, n_embd=96, n_hidden=288, n_ctx=256, vocab_size=50257,
-                            vocab_padded=50257, gelu="erf", bias=False, tied_head=True)
+        odd_cfg = GPTConfig(n_layer=2, n_head=4, n_embd=96, n_hidden=288, n_ctx=256, vocab_size=V,
+                            vocab_padded=V, gelu="erf", bias=False, tied_head=True)
         odd = TMP / "paths_odd_q8_0.bin"
         odd_model = random_model(odd_cfg, seed=52)
         write_model(odd, odd_model, tok, "q8_0")
@@ -69,8 +72,8 @@ def models() -> dict:
         # the Llama family's block: RMSNorm, rotary positions, SwiGLU, grouped-query attention
         # (4 query heads, 2 key/value heads of 24), query/key/value biases as Qwen2 has, widths of
         # 3 and 5 groups of 32
-        llama_cfg = GPTConfig(n_layer=2, n_head=4, n_kv_head=2, n_embd=96, n_hidden=160, n_ctx=256, vocab_size=50257,
-                              vocab_padded=50257, norm="rms", pos="rotary", ffn="swiglu", bias=BIAS_QKV, tied_head=False)
+        llama_cfg = GPTConfig(n_layer=2, n_head=4, n_kv_head=2, n_embd=96, n_hidden=160, n_ctx=256, vocab_size=V,
+                              vocab_padded=V, norm="rms", pos="rotary", ffn="swiglu", bias=BIAS_QKV, tied_head=False)
         llama_model = random_model(llama_cfg, seed=53)
         llama = export(llama_model, tok, "paths_llama")
         llama_q8, llama_q4 = TMP / "paths_llama_q8_0.bin", TMP / "paths_llama_q4_0.bin"
@@ -91,7 +94,7 @@ def test_path_matches_pytorch(path: str, design: str) -> None:
     prompt = m["prompt"].read_bytes()
     model, file = (m["model"], m["f32"]) if design == "gpt2" else (m["llama_model"], m["llama"])
     for block in (1, 128):
-        rep = compare_logits(model, c_tokens(run, file, prompt), c_logits(run, file, prompt, 50257, block))
+        rep = compare_logits(model, c_tokens(run, file, prompt), c_logits(run, file, prompt, model.config.vocab_size, block))
         assert rep.ok, f"{path} {design} f32 block {block}: {rep.max_diff} > {rep.tolerance}"
 
 
@@ -185,7 +188,7 @@ def test_every_product_matches_its_reference(path: str, weights: str) -> None:
 def test_logits_bit_identical_across_paths(weights: str) -> None:
     m = models()
     prompt = m["prompt"].read_bytes()
-    logits = {(path, block): c_logits(binary("run", path), m[weights], prompt, 50257, block)
+    logits = {(path, block): c_logits(binary("run", path), m[weights], prompt, m["model"].config.vocab_size, block)
               for path in PATHS for block in (1, 128)}
     for block in (1, 128):
         base = logits["native", block]
