@@ -56,6 +56,8 @@ static void usage(FILE *f, int max_block) {
         "any mode that runs the model:\n"
         "      --threads N           worker threads (default: the CPUs this process may use,\n"
         "                            fewer while generating if that is faster: a busy machine)\n"
+        "  -c, --ctx N               positions the key/value cache holds: the context of this run\n"
+        "                            (default: the model's, at most 4096)\n"
         "      --block N             prompt tokens per forward pass (default %d; 1 = one at a\n"
         "                            time, as generation does)\n"
         "  -h, --help                this text\n"
@@ -115,7 +117,7 @@ typedef struct {
     const char *model_path;
     const char *prompt, *prompt_file;
     const char *logits_path, *perplexity_path, *attention_path;
-    long max_new, top_k, threads, block, keep, repeat_last, samples;
+    long max_new, top_k, threads, block, keep, repeat_last, samples, ctx;
     double temperature, top_p, repeat_penalty;
     uint64_t seed;
     int have_seed, ignore_eos, tokenize, ids_only, info, no_echo;
@@ -166,6 +168,7 @@ static Options parse_options(int argc, char **argv, int max_block) {
         {"seed", required_argument, 0, 's'},
         {"threads", required_argument, 0, OPT_THREADS},
         {"block", required_argument, 0, OPT_BLOCK},
+        {"ctx", required_argument, 0, 'c'},
         {"ignore-eos", no_argument, 0, OPT_IGNORE_EOS},
         {"stop", required_argument, 0, OPT_STOP},
         {"keep", required_argument, 0, OPT_KEEP},
@@ -185,7 +188,7 @@ static Options parse_options(int argc, char **argv, int max_block) {
     };
     opterr = 0; /* we print our own one-line errors */
     int opt;
-    while ((opt = getopt_long(argc, argv, ":i:f:n:t:k:p:s:h", options, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, ":i:f:n:t:k:p:s:c:h", options, NULL)) != -1) {
         if (!o.generation_flag) o.generation_flag = generation_only(opt);
         switch (opt) {
         case 'i': o.prompt = optarg; break;
@@ -207,6 +210,7 @@ static Options parse_options(int argc, char **argv, int max_block) {
         }
         case OPT_THREADS: o.threads = parse_long("--threads", optarg, 1, 1024); break;
         case OPT_BLOCK: o.block = parse_long("--block", optarg, 1, max_block); o.block_given = 1; break;
+        case 'c': o.ctx = parse_long("-c/--ctx", optarg, 1, 1L << 20); break;
         case OPT_IGNORE_EOS: o.ignore_eos = 1; break;
         case OPT_STOP: {
             size_t n = strlen(optarg);
@@ -250,6 +254,7 @@ static Options parse_options(int argc, char **argv, int max_block) {
     /* --info reports the thread count, so it takes --threads */
     if ((o.tokenize || o.info) && o.block_given) die("--block does nothing with %s (it runs no model)", o.mode);
     if (o.tokenize && o.threads > 0) die("--threads does nothing with --tokenize (it runs no model)");
+    if (o.tokenize && o.ctx > 0) die("--ctx does nothing with --tokenize (it runs no model)");
     return o;
 }
 

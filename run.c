@@ -44,6 +44,12 @@
  * matrix kernels arithmetic-bound, small enough that the buffers stay modest. */
 #define PREFILL_BLOCK 128
 
+/* Positions a run holds in its key/value cache unless -c/--ctx says otherwise: the model's
+ * context, but at most this many. The cache of Llama 3.2 1B's 131072 positions would be 8.6 GB
+ * of float32 (16 layers x 8 key/value heads x 64 x 131072 x 2 x 4 bytes), allocated and
+ * touched at load, for positions few prompts reach. */
+#define DEFAULT_CONTEXT 4096
+
 typedef struct {
     int block;       /* most tokens of a prompt one forward() call takes: min(n_ctx, PREFILL_BLOCK) */
     int rows;        /* most tokens a forward() call takes: max(block, n_seq), n_seq = the
@@ -63,7 +69,8 @@ typedef struct {
 } RunState;
 
 typedef struct {
-    Config config;
+    Config config;              /* n_ctx: this run's context (at most the file's, see file_n_ctx) */
+    int file_n_ctx;             /* the context the file's header gives */
     TransformerWeights weights; /* pointers into the mapped file */
     Tokenizer tokenizer;
     RunState state;
@@ -147,13 +154,31 @@ static void build_run(Transformer *t, int n_seq) {
     free(matrices);
 }
 
-/* The model at path, ready to run n_seq sequences at once (1, or --samples). */
-static void build_transformer(Transformer *t, const char *path, int n_seq) {
+/* The run's context: ctx positions (-c/--ctx), or 0 for the file's up to DEFAULT_CONTEXT. Every
+ * position past it is one the run never uses, so the weights load as they are. */
+static void limit_context(Transformer *t, long ctx) {
+    Config *c = &t->config;
+    t->file_n_ctx = c->n_ctx;
+    if (ctx > c->n_ctx) die("-c/--ctx must be between 1 and the model's context of %d, got %ld", c->n_ctx, ctx);
+    if (ctx == 0 && c->n_ctx > DEFAULT_CONTEXT) {
+        fprintf(stderr, "note: the model's context is %d positions; this run holds %d (-c/--ctx to change)\n",
+                c->n_ctx, DEFAULT_CONTEXT);
+        ctx = DEFAULT_CONTEXT;
+    }
+    if (ctx > 0) c->n_ctx = (int)ctx;
+}
+
+/* The model at path, ready to run n_seq sequences at once (1, or --samples) over a context of
+ * ctx positions (0: the default, limit_context()). */
+static void build_transformer(Transformer *t, const char *path, int n_seq, long ctx) {
     memset(t, 0, sizeof *t);
     double start = now_seconds();
     map_model_file(&t->file, path);
     load_model(t, t->file.data, t->file.size);
-    if (t->config.n_layer > 0) build_run(t, n_seq);
+    if (t->config.n_layer > 0) {
+        limit_context(t, ctx);
+        build_run(t, n_seq);
+    }
     t->load_seconds = now_seconds() - start;
 }
 
@@ -912,8 +937,10 @@ static void print_info(const Transformer *t, const char *path) {
            : t->tokenizer.pretokenizer == PRETOK_GPT2 ? "gpt2" : "cl100k",
            t->tokenizer.eot_id);
     if (c->n_layer == 0) { printf("tokenizer-only file (no model)\n"); return; }
-    printf("n_layer %d, n_head %d, n_embd %d (head_size %d), n_hidden %d, n_ctx %d\n", c->n_layer,
-           c->n_head, c->n_embd, c->head_size, c->n_hidden, c->n_ctx);
+    printf("n_layer %d, n_head %d, n_embd %d (head_size %d), n_hidden %d, n_ctx %d", c->n_layer,
+           c->n_head, c->n_embd, c->head_size, c->n_hidden, t->file_n_ctx);
+    if (c->n_ctx != t->file_n_ctx) printf(" (this run: %d)", c->n_ctx);
+    printf("\n");
     print_block_design(c);
     printf("vocab_size %d (padded to %d), norm_eps %g, head %s, weights %s\n", c->vocab_size, c->vocab_padded,
            (double)c->norm_eps, c->tied_head ? "tied" : "separate", weight_format(c->weight_type)->name);
@@ -941,7 +968,7 @@ int main(int argc, char **argv) {
     uint8_t *text = takes_prompt(&o) ? read_prompt(&o, &text_len) : NULL;
 
     Transformer transformer;
-    build_transformer(&transformer, o.model_path, o.mode ? 1 : (int)o.samples);
+    build_transformer(&transformer, o.model_path, o.mode ? 1 : (int)o.samples, o.ctx);
     const Config *c = &transformer.config;
     if (transformer.state.block > o.block) transformer.state.block = (int)o.block;
     if (o.info) print_info(&transformer, o.model_path);

@@ -13,19 +13,21 @@ import pytest
 
 from common import REPO, RUN, TEXT, GPTConfig, char_tokenizer, export, gpt2_tokenizer, random_model
 from compare import generation_agrees
-from model import generate
+from model import GPT, generate
 
 _models: dict[str, tuple] = {}
 
 
 def model(kind: str):
     """Small models with a context of 64: "gpt2" and "char" (learned positions), "sinusoidal"
-    (a character vocabulary, sinusoidal positions)."""
+    (a character vocabulary, sinusoidal positions), "llama" (a character vocabulary, the Llama
+    family's block)."""
     if kind not in _models:
         tok = gpt2_tokenizer() if kind == "gpt2" else char_tokenizer()
         n = len(tok.tokens)
-        cfg = GPTConfig(n_layer=1, n_head=2, n_embd=32, n_hidden=64, n_ctx=64, vocab_size=n, vocab_padded=n,
-                        pos="sinusoidal" if kind == "sinusoidal" else "learned")
+        design = dict(norm="rms", pos="rotary", ffn="swiglu", bias=0) if kind == "llama" else \
+            dict(pos="sinusoidal" if kind == "sinusoidal" else "learned")
+        cfg = GPTConfig(n_layer=1, n_head=2, n_embd=32, n_hidden=64, n_ctx=64, vocab_size=n, vocab_padded=n, **design)
         m = random_model(cfg, seed=5)
         _models[kind] = (m, tok, export(m, tok, f"cli_{kind}"))
     return _models[kind]
@@ -92,6 +94,45 @@ def test_generation_goes_past_the_context_as_the_reference_does(kind, keep, temp
     agrees, what = generation_agrees(m, tok, ids, out, 192, temperature, 0, 1.0, 11, ignore_eos=True, **options)
     assert agrees, what
     assert len(tok.decode(generate(m, ids, 192, temperature, 0, 1.0, 11, ignore_eos=True, **options))) >= 192
+
+
+def with_context(m, ctx: int):
+    """The reference model m with a context of ctx positions (its position table's first rows)."""
+    cfg = GPTConfig(**{**m.config.__dict__, "n_ctx": ctx})
+    small = GPT(cfg)
+    small.load_state_dict({k: (v[:ctx] if k == "transformer.wpe.weight" else v) for k, v in m.state_dict().items()})
+    return small.eval()
+
+
+@pytest.mark.parametrize("kind,ctx", [("char", 40), ("sinusoidal", 24), ("llama", 17)])
+def test_ctx_limits_the_window(kind: str, ctx: int) -> None:
+    """-c/--ctx N: the run holds N positions, and generation past them moves the window as the
+    reference with a context of N does."""
+    m, tok, path = model(kind)
+    prompt = "And God said"
+    ids = [int(i) for i in run(path, "--tokenize", "--ids", "-i", prompt).stdout.split()]
+    r = run(path, "-i", prompt, "-n", 100, "-t", 0.8, "-k", 0, "-p", 1, "-s", 4, "--ignore-eos", "--ctx", ctx)
+    assert r.returncode == 0, r.stderr
+    agrees, what = generation_agrees(with_context(m, ctx), tok, ids, r.stdout[len(prompt):], 100, 0.8, 0, 1.0, 4,
+                                     ignore_eos=True)
+    assert agrees, what
+    info = run(path, "--info", "--ctx", ctx).stdout.decode()
+    assert f"n_ctx 64 (this run: {ctx})" in info
+    r = run(path, "-i", prompt, "--ctx", 65)
+    assert r.returncode == 1 and "-c/--ctx must be between 1 and the model's context of 64, got 65" in r.stderr.decode()
+
+
+def test_a_long_context_is_held_to_4096_positions_unless_ctx_says_more() -> None:
+    tok = char_tokenizer()
+    n = len(tok.tokens)
+    cfg = GPTConfig(n_layer=1, n_head=2, n_embd=16, n_hidden=32, n_ctx=5000, vocab_size=n, vocab_padded=n)
+    path = export(random_model(cfg, seed=6), tok, "cli_long_context")
+    r = run(path, "-i", "And", "-n", 3)
+    assert r.returncode == 0 and "the model's context is 5000 positions; this run holds 4096" in r.stderr.decode()
+    assert "n_ctx 5000 (this run: 4096)" in run(path, "--info").stdout.decode()
+    r = run(path, "-i", "And", "-n", 3, "--ctx", 5000)
+    assert r.returncode == 0 and "holds" not in r.stderr.decode()
+    assert "n_ctx 5000\n" in run(path, "--info", "--ctx", 5000).stdout.decode()
 
 
 def test_a_prompt_longer_than_the_context_keeps_its_end() -> None:
@@ -310,7 +351,7 @@ def test_help_lists_every_flag_and_ends_with_three_examples() -> None:
     for flag in ("--prompt", "--prompt-file", "--max-new-tokens", "--temperature", "--top-k", "--top-p",
                  "--seed", "--repeat-penalty", "--repeat-last", "--stop", "--keep", "--ignore-eos", "--no-echo",
                  "--tokenize", "--ids", "--perplexity", "--attention", "--logits", "--info", "--threads",
-                 "--block", "--help", "--version"):
+                 "--block", "--ctx", "--help", "--version"):
         assert flag in text, flag
     lines = text.rstrip("\n").splitlines()
     assert lines[-4] == "examples:" and all(line.startswith("  run models/kjv.bin") or "| run models/kjv.bin" in line
