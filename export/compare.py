@@ -1,6 +1,7 @@
 """Compare run.c with the PyTorch reference on the same weights.
 
 usage: compare.py SOURCE MODEL.bin [--prompt TEXT] [--steps N] [--seeds N] [--samples N] [--run PATH]
+                  [--tokenizer PATH]
 
 Reads SOURCE (any kind export.py reads) into the reference model and MODEL.bin (its export),
 then reports:
@@ -226,10 +227,12 @@ def main() -> int:
     ap.add_argument("--samples", type=int, default=0,
                     help="also compare N samples decoded together by one run (run --samples N)")
     ap.add_argument("--run", type=Path, default=REPO / "run", help="the run executable")
+    ap.add_argument("--tokenizer", type=Path, default=None,
+                    help="the tokenizer, for a SOURCE that carries none (a llama2.c checkpoint): as export.py's")
     args = ap.parse_args()
     torch.set_num_threads(2)
     try:
-        model, tok = load_source(args.source)
+        model, tok = load_source(args.source, tokenizer=args.tokenizer)
     except ExportError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
