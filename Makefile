@@ -6,7 +6,7 @@ WARN := -std=c11 -Wall -Wextra -Wshadow -Wno-unknown-pragmas
 # OpenMP when the compiler has it; run.c also builds without it (one thread).
 OPENMP := $(shell echo 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo -fopenmp)
 SOURCES := run.c tokenizer.c
-HEADERS := model.h unicode_tables.h util.h load.h kv_cache.h cli.h sampler.h attention_page.h \
+HEADERS := model.h unicode_tables.h unicode_nfc.h util.h load.h kv_cache.h cli.h sampler.h attention_page.h \
            $(wildcard kernels/*.h)
 MODEL ?= models/kjv.bin
 # The program's file is named by its absolute path so that `make run` can mean "build and run".
@@ -71,6 +71,11 @@ tests/build/trace-%: tests/trace.c $(SOURCES) $(HEADERS)
 	$(call path_build,$*,$@,-Wno-unused-function tests/trace.c tokenizer.c)
 PATH_BUILDS := $(foreach p,$(PATHS),tests/build/run-$(p) tests/build/test_kernels-$(p) tests/build/trace-$(p))
 
+# Thousands of texts through tokenizer.c in one process, for the tokenizer exactness tests.
+tests/build/tokenize_lines: tests/tokenize_lines.c $(SOURCES) $(HEADERS)
+	@mkdir -p tests/build
+	$(CC) -O2 $(WARN) -Wno-unused-function -o $@ tests/tokenize_lines.c tokenizer.c -lm
+
 # Reproduce the shipped model from Debian's bible-kjv: corpus, BPE vocabulary, training (about
 # an hour on 2 cores; resumable after a kill: run it again), export, held-out score. Training
 # stops at step 2400 of a 3200-step schedule, where held-out loss had stopped improving; the
@@ -96,7 +101,7 @@ bench: deps $(BIN) tests/build/bandwidth $(PATH_BUILDS)
 	$(PYTHON) tests/bench/bench.py --runs 5
 
 # stdin is /dev/null: run reads a prompt from stdin when it is not a terminal
-test: deps $(BIN) $(PATH_BUILDS)
+test: deps $(BIN) $(PATH_BUILDS) tests/build/tokenize_lines
 	$(PYTHON) -m pytest -q -p no:cacheprovider tests < /dev/null
 
 # The decoder's parity tests once per instruction-set path this machine runs (tests/paths.py
@@ -115,7 +120,7 @@ run-asan: $(SOURCES) $(HEADERS)
 tests/build/test_kernels-asan: tests/test_kernels.c $(SOURCES) $(HEADERS)
 	@mkdir -p tests/build
 	$(CC) $(SANITIZE) $(WARN) -Wno-unused-function -o $@ tests/test_kernels.c tokenizer.c -lm
-sanitize: deps run-asan tests/build/test_kernels-asan $(PATH_BUILDS)
+sanitize: deps run-asan tests/build/test_kernels-asan $(PATH_BUILDS) tests/build/tokenize_lines
 	tests/build/test_kernels-asan > /dev/null
 	ASAN_OPTIONS=detect_leaks=0 RUN_BINARY=$(CURDIR)/run-asan $(PYTHON) -m pytest -q -p no:cacheprovider tests < /dev/null
 	ASAN_OPTIONS=detect_leaks=1 ./run-asan tests/tmp/parity_gpt2.bin -i "And God said" -n 16 -s 1 --stop xyz \

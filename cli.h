@@ -28,6 +28,8 @@ static void usage(FILE *f, int max_block) {
         "starts from the end-of-text token.\n"
         "  -i, --prompt TEXT         prompt text\n"
         "  -f, --prompt-file FILE    prompt read from a file (raw bytes; - reads stdin)\n"
+        "      --special             the text of special tokens (<|im_start|>, <s>) in the prompt\n"
+        "                            is that token (default: plain text)\n"
         "generation:\n"
         "  -n, --max-new-tokens N    tokens to generate after the prompt (default 256); past the\n"
         "                            context the window moves (--keep)\n"
@@ -120,7 +122,7 @@ typedef struct {
     long max_new, top_k, threads, block, keep, repeat_last, samples, ctx;
     double temperature, top_p, repeat_penalty;
     uint64_t seed;
-    int have_seed, ignore_eos, tokenize, ids_only, info, no_echo;
+    int have_seed, ignore_eos, tokenize, ids_only, info, no_echo, special;
     const char **stop;
     int n_stop;
     /* for refusing combinations */
@@ -131,7 +133,7 @@ typedef struct {
 
 enum { OPT_BLOCK = 255, OPT_THREADS = 256, OPT_IGNORE_EOS, OPT_TOKENIZE, OPT_IDS, OPT_PERPLEXITY, OPT_ATTENTION,
        OPT_INFO, OPT_LOGITS, OPT_STOP, OPT_KEEP, OPT_REPEAT_PENALTY, OPT_REPEAT_LAST, OPT_NO_ECHO, OPT_VERSION,
-       OPT_SAMPLES };
+       OPT_SAMPLES, OPT_SPECIAL };
 
 static void set_mode(Options *o, const char *flag) {
     if (o->mode && strcmp(o->mode, flag) != 0) die("%s and %s are two modes: give one at a time", o->mode, flag);
@@ -178,6 +180,7 @@ static Options parse_options(int argc, char **argv, int max_block) {
         {"samples", required_argument, 0, OPT_SAMPLES},
         {"tokenize", no_argument, 0, OPT_TOKENIZE},
         {"ids", no_argument, 0, OPT_IDS},
+        {"special", no_argument, 0, OPT_SPECIAL},
         {"perplexity", required_argument, 0, OPT_PERPLEXITY},
         {"attention", required_argument, 0, OPT_ATTENTION},
         {"info", no_argument, 0, OPT_INFO},
@@ -228,6 +231,7 @@ static Options parse_options(int argc, char **argv, int max_block) {
         case OPT_SAMPLES: o.samples = parse_long("--samples", optarg, 1, 1L << 30); break;
         case OPT_TOKENIZE: set_mode(&o, "--tokenize"); o.tokenize = 1; break;
         case OPT_IDS: o.ids_only = 1; break;
+        case OPT_SPECIAL: o.special = 1; break;
         case OPT_PERPLEXITY: set_mode(&o, "--perplexity"); o.perplexity_path = optarg; break;
         case OPT_ATTENTION: set_mode(&o, "--attention"); o.attention_path = optarg; break;
         case OPT_INFO: set_mode(&o, "--info"); o.info = 1; break;
@@ -250,6 +254,7 @@ static Options parse_options(int argc, char **argv, int max_block) {
         die("%s takes no prompt (-i/-f): %s", o.mode,
             o.perplexity_path ? "it scores the file given to it" : "it reads only the model");
     if (o.ids_only && !o.tokenize) die("--ids only goes with --tokenize");
+    if (o.special && o.info) die("--special does nothing with --info (it encodes no text)");
     if (o.mode && o.generation_flag) die("%s only affects generation, not %s", o.generation_flag, o.mode);
     /* --info reports the thread count, so it takes --threads */
     if ((o.tokenize || o.info) && o.block_given) die("--block does nothing with %s (it runs no model)", o.mode);

@@ -197,8 +197,8 @@ static void load_header(const ModelFile *f, Config *c) {
     const FileHeader *h = f->header;
     if (h->magic != MODEL_MAGIC)
         die("model file: bad magic (not a model file written by export/export.py)");
-    if (h->version != 1 && h->version != MODEL_VERSION)
-        die("model file: format version %u, this program reads versions 1 and %u" HINT, h->version,
+    if (h->version < 1 || h->version > MODEL_VERSION)
+        die("model file: format version %u, this program reads versions 1 to %u" HINT, h->version,
             MODEL_VERSION);
     field("header_size", h->header_size, HEADER_SIZE, HEADER_SIZE);
     if (h->file_size != f->size)
@@ -368,7 +368,7 @@ static void load_model_file(ModelFile *f, const uint8_t *data, size_t size, Conf
     check_range("tensor table", h->tensors_offset, (uint64_t)h->n_tensors * sizeof(TensorEntry), f->size);
     check_integrity(f, h->tensors_offset + (uint64_t)h->n_tensors * sizeof(TensorEntry));
 
-    const char *err = tokenizer_init(tok, f->data + h->tokenizer_offset, h->tokenizer_size);
+    const char *err = tokenizer_init(tok, f->data + h->tokenizer_offset, h->tokenizer_size, h->version);
     if (err) die("model file: %s", err);
     if (tok->n_tokens != (uint32_t)c->vocab_size)
         die("model file: tokenizer has %u tokens but vocab_size is %d", tok->n_tokens, c->vocab_size);

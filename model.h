@@ -12,9 +12,10 @@
  *
  * FileHeader (all fields 4 bytes unless noted). Version 2 added the fields from byte 108;
  * a version 1 file (whose bytes there are zero) reads as LayerNorm, GELU, n_kv_head = n_head,
- * and its bias 1 as BIAS_ALL: GPT-2's block, as it always was.
+ * and its bias 1 as BIAS_ALL: GPT-2's block, as it always was. Version 3 added the tokenizer
+ * section's second part (below); its header is version 2's.
  *   0   magic          "GPTC" (bytes 47 50 54 43)
- *   4   version        MODEL_VERSION (1 is read too); the loader names the versions it reads
+ *   4   version        MODEL_VERSION (1 and 2 are read too); the loader names the versions it reads
  *   8   header_size    256
  *   12  n_layer        transformer layers; 0 = tokenizer-only file (`run --tokenize` only)
  *   16  n_head         query heads per layer; head_size = n_embd / n_head
@@ -69,13 +70,49 @@
  *
  * Tokenizer section (all 4-byte little-endian integers, then raw bytes):
  *   n_tokens                 must equal vocab_size in a model file
- *   pretokenizer             PRETOK_CHAR, PRETOK_GPT2 or PRETOK_CL100K
+ *   pretokenizer             how text is split before merging: PRETOK_CHAR (a character
+ *                            vocabulary), PRETOK_GPT2, PRETOK_CL100K, PRETOK_WHOLE (none: the
+ *                            whole text, SentencePiece), PRETOK_DIGITS_GPT2 (each ASCII digit
+ *                            alone, GPT-2's split between them: SmolLM2), PRETOK_QWEN2 (cl100k's
+ *                            split with numbers one digit at a time); tokenizer.c spells out each
  *   eot_id                   end-of-text token id, or -1 when the vocabulary has none
  *   bytes_size               length of the byte blob
- *   ranks[n_tokens]          BPE merge rank of each token; RANK_NONE for tokens that are never
- *                            produced by merging (special tokens, character vocabularies)
+ *   ranks[n_tokens]          merge rank of each token (by rank of the concatenation: tiktoken's
+ *                            rule, and SentencePiece's with ranks from scores, equal scores
+ *                            equal ranks); RANK_NONE for tokens never produced by merging
  *   offsets[n_tokens + 1]    token i's bytes are blob[offsets[i] .. offsets[i+1])
- *   blob[bytes_size]         token byte strings, back to back
+ *   blob[bytes_size]         token byte strings, back to back: what each token prints
+ *                            (SentencePiece's U+2581 as a space, its byte pieces as the byte)
+ * Version 3 continues, from the next multiple of 4 bytes (a version 1 or 2 section ends here,
+ * and reads as tiktoken's byte-level BPE or a character vocabulary: no bos, no unk, every token
+ * TOKEN_NORMAL, pre-tokenizer PRETOK_CHAR, PRETOK_GPT2 or PRETOK_CL100K):
+ *   flags                    TOK_* bits (below)
+ *   bos_id                   prepended to every encoded text, or -1
+ *   unk_id                   SentencePiece's unknown piece, for characters no piece spells
+ *                            (without byte fallback), or -1
+ *   n_merges, n_rules, rules_size
+ *   kinds[n_tokens]          one byte each, TOKEN_*, then zero padding to a multiple of 4
+ *   merges[n_merges][3]      TOK_MERGE_PAIRS: left id, right id, merged id; rank = index
+ *                            (Hugging Face BPE: a pair merges only if listed)
+ *   rule_offsets[2 n_rules + 1], rules_blob[rules_size]   SentencePiece's normalization rules:
+ *                            rule i replaces the bytes [o[2i], o[2i+1]) by [o[2i+1], o[2i+2]),
+ *                            the longest rule matching at each position wins
+ *   TOK_MERGE_PAIRS          merges by the pair table, not by ranks of concatenations
+ *   TOK_WHOLE_PIECES         a pre-token that is itself a token becomes that token before
+ *                            merging (tiktoken; Hugging Face's ignore_merges)
+ *   TOK_SENTENCEPIECE        SentencePiece's pipeline: normalize (rules, dummy prefix, extra
+ *                            spaces, spaces as U+2581), merge from UTF-8 characters, then a
+ *                            piece no token spells becomes byte pieces or unk_id
+ *   TOK_BYTE_FALLBACK        (SentencePiece) unknown pieces as their bytes' TOKEN_BYTE tokens
+ *   TOK_DUMMY_PREFIX         (SentencePiece) a space before the text
+ *   TOK_REMOVE_EXTRA_SPACES  (SentencePiece) no leading, trailing or repeated spaces
+ *   TOK_NFC                  the text in Unicode Normalization Form C first (Qwen2)
+ *   TOKEN_NORMAL             text merging may produce; TOKEN_CONTROL: SentencePiece's <s>,
+ *                            </s>, or an id tokenizer.json leaves unused (no text): prints
+ *                            nothing, and --special recognises its text; TOKEN_UNKNOWN: prints its bytes (SentencePiece's
+ *                            unk_surface); TOKEN_BYTE: a byte-fallback piece, its one byte;
+ *                            TOKEN_SPECIAL: an added token (<|endoftext|>, <|im_start|>), whose
+ *                            text --special recognises in a prompt; prints its text
  *
  * Tensor table entry (64 bytes): name (48 bytes, NUL-padded), offset (8), size (8).
  * The tensors appear in exactly this order, those in brackets only when the header says so.
@@ -116,7 +153,8 @@
 #include <stdint.h>
 
 #define MODEL_MAGIC 0x43545047u /* "GPTC" read as a little-endian uint32 */
-#define MODEL_VERSION 2u /* and 1, the version before the fields from byte 108 */
+#define MODEL_VERSION 3u /* and 2 (its tokenizer section without the second part), and 1 (no
+                            header fields from byte 108) */
 #define HEADER_SIZE 256u
 #define TENSOR_ALIGN 64u
 #define TENSOR_NAME_LEN 48
@@ -127,7 +165,11 @@ enum { NORM_LAYER = 0, NORM_RMS = 1 };
 enum { FFN_GELU = 0, FFN_SWIGLU = 1 };
 enum { BIAS_QKV = 1, BIAS_ATTN_OUT = 2, BIAS_FFN = 4, BIAS_NORM = 8, BIAS_ALL = 15 };
 enum { WT_F32 = 0, WT_Q8_0 = 1, WT_Q4_0 = 2, WT_COUNT }; /* kernels/matmul.h: weight_format() */
-enum { PRETOK_CHAR = 0, PRETOK_GPT2 = 1, PRETOK_CL100K = 2 };
+enum { PRETOK_CHAR = 0, PRETOK_GPT2 = 1, PRETOK_CL100K = 2, PRETOK_WHOLE = 3, PRETOK_DIGITS_GPT2 = 4,
+       PRETOK_QWEN2 = 5, PRETOK_COUNT };
+enum { TOK_MERGE_PAIRS = 1, TOK_WHOLE_PIECES = 2, TOK_SENTENCEPIECE = 4, TOK_BYTE_FALLBACK = 8,
+       TOK_DUMMY_PREFIX = 16, TOK_REMOVE_EXTRA_SPACES = 32, TOK_NFC = 64, TOK_ALL = 127 };
+enum { TOKEN_NORMAL = 0, TOKEN_CONTROL = 1, TOKEN_UNKNOWN = 2, TOKEN_BYTE = 3, TOKEN_SPECIAL = 4 };
 #define RANK_NONE 0xFFFFFFFFu
 #define QUANT_GROUP 32 /* values per scale in a q8_0 or q4_0 matrix: the header's group_size */
 
@@ -160,32 +202,61 @@ typedef struct {
     uint32_t n_tokens;
     int pretokenizer;          /* PRETOK_* */
     int32_t eot_id;            /* -1: none */
+    int32_t bos_id;            /* prepended to every encoded text, -1: none */
+    int32_t unk_id;            /* SentencePiece's unknown piece, -1: none */
+    uint32_t flags;            /* TOK_* */
     const uint32_t *ranks;     /* (n_tokens) merge rank, RANK_NONE = not mergeable */
     const uint32_t *offsets;   /* (n_tokens + 1) into blob */
     const uint8_t *blob;       /* token byte strings */
-    uint32_t byte_token[256];  /* token of each single byte, RANK_NONE if absent */
-    uint32_t *table;           /* hash of token bytes -> id + 1 (0 = empty slot) */
+    const uint8_t *kinds;      /* (n_tokens) TOKEN_*, or NULL: all TOKEN_NORMAL (versions 1, 2) */
+    const uint32_t *merges;    /* (n_merges, 3) left, right, merged (TOK_MERGE_PAIRS) */
+    uint32_t n_merges;
+    const uint32_t *rule_offsets; /* (2 n_rules + 1) into rules_blob: key, value, key, ... */
+    const uint8_t *rules_blob;
+    uint32_t n_rules;
+    int parse_special;         /* --special: the text of TOKEN_SPECIAL / TOKEN_CONTROL tokens in a
+                                  prompt is that token (else it is plain text) */
+    /* indexes built at load */
+    uint32_t byte_token[256];  /* the normal token of each single byte, RANK_NONE if absent */
+    uint32_t byte_piece[256];  /* SentencePiece's <0xNN> byte-fallback token, RANK_NONE if absent */
+    uint32_t *table;           /* hash of normal tokens' bytes -> id + 1 (0 = empty slot) */
     uint64_t table_mask;
+    uint32_t *pair_table;      /* hash of (left, right) -> merge index + 1 (TOK_MERGE_PAIRS) */
+    uint64_t pair_mask;
+    uint32_t *rule_table;      /* hash of a rule's key -> rule index + 1 */
+    uint64_t rule_mask;
+    uint64_t rule_lengths;     /* bit k set: some rule's key is k + 1 bytes long (k < 64) */
+    uint32_t max_rule_value;   /* the longest rule value in bytes */
+    uint32_t *specials;        /* ids --special recognises, longest text first */
+    uint32_t n_specials;
+    uint32_t max_token_len;    /* longest normal token in bytes */
     /* scratch reused by every encode call, grown as needed (not touched while decoding) */
-    uint32_t max_token_len;    /* longest token in bytes */
     struct BpePart *parts;
     uint64_t *heap;
     size_t parts_cap;
+    uint8_t *normalized;       /* a text after its normalizer */
+    size_t normalized_cap;
 } Tokenizer;
 
-/* Validate and index the tokenizer section [data, data+size). Returns NULL on success, else a
- * static message naming the problem (the caller adds "error: "). */
-const char *tokenizer_init(Tokenizer *t, const uint8_t *data, uint64_t size);
+/* Validate and index the tokenizer section [data, data+size) of a file of format version
+ * `version` (model.h). Returns NULL on success, else a static message naming the problem (the
+ * caller adds "error: "). */
+const char *tokenizer_init(Tokenizer *t, const uint8_t *data, uint64_t size, uint32_t version);
 void tokenizer_free(Tokenizer *t);
 
-/* Encode text (any bytes, ordinary mode: special-token text is plain text) and append the ids
- * to *ids (capacity *cap, grown with realloc). Returns the number of ids, or -1 with *err set
- * when the vocabulary cannot represent the text (a character vocabulary missing a character). */
+/* Encode text (any bytes) and append the ids to *ids (capacity *cap, grown with realloc):
+ * bos_id first when the vocabulary has one, special-token text as plain text unless
+ * t->parse_special. Returns the number of ids, or -1 with *err set when the vocabulary cannot
+ * represent the text (a character vocabulary missing a character). */
 long tokenizer_encode(Tokenizer *t, const uint8_t *text, size_t len, uint32_t **ids, size_t *cap,
                       const char **err);
 
-/* The bytes of token id (length in *len), or NULL for an id outside the vocabulary. */
+/* The bytes of token id (length in *len), or NULL for an id outside the vocabulary: its text
+ * as the vocabulary spells it (a control token's name, such as <s>). */
 const uint8_t *tokenizer_token(const Tokenizer *t, uint32_t id, size_t *len);
+
+/* What token id prints when generated: its bytes, or nothing for a control token. */
+const uint8_t *tokenizer_output(const Tokenizer *t, uint32_t id, size_t *len);
 
 /* Length a UTF-8 sequence starting with lead byte b should have (1 for anything invalid). */
 static inline size_t utf8_length(uint8_t b) {

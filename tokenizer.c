@@ -1,26 +1,42 @@
-/* tokenizer.c: byte-level BPE (GPT-2 and cl100k_base styles) and character vocabularies.
+/* tokenizer.c: the tokenizers of the models run.c runs: byte-level BPE (GPT-2, cl100k_base,
+ * and Hugging Face's tokenizer.json: SmolLM2, Qwen2.5, Llama 3), SentencePiece's BPE (Llama 2,
+ * TinyLlama, llama2.c's models), and character vocabularies. model.h's tokenizer section says
+ * which, and what each step below does with it.
  *
- * Encoding, exactly as OpenAI's tiktoken does it in its ordinary mode (README.md, "Tokenizer"):
- *   1. pre-tokenize: split the text into pieces with the vocabulary's pattern, implemented by
+ * Encoding a text:
+ *   0. --special only: the text of added and control tokens (<|im_start|>, <s>) becomes that
+ *      token, leftmost first and the longest at a position; what lies between goes on alone.
+ *   1. normalize: SentencePiece's rules and spaces (sentencepiece_normalize), or Unicode NFC
+ *      (Qwen2), or nothing;
+ *   2. pre-tokenize: split the text into pieces by the vocabulary's pattern, implemented by
  *      hand below (no regex library), with Unicode's letter, number and White_Space classes
  *      (unicode_tables.h, Unicode 16.0 like tiktoken):
  *        gpt2:    's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
  *        cl100k:  (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
- *                 ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ *                 ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+   (Llama 3's)
+ *        qwen2:   cl100k's with \p{N} for \p{N}{1,3}
+ *        digits_gpt2: each ASCII digit alone, gpt2's pattern on the text between (SmolLM2:
+ *                 Hugging Face's Digits(individual_digits) then ByteLevel)
+ *        whole:   none, the whole text is one piece (SentencePiece)
  *      Alternatives are tried in order at each position; the first that matches wins.
- *   2. a piece that is itself a mergeable token becomes that token;
- *   3. otherwise start from its single bytes and repeatedly merge the adjacent pair whose
- *      concatenation is the token of lowest merge rank (leftmost on ties), until no adjacent
- *      pair concatenates to a mergeable token. A min-heap of (rank, position) makes this
- *      O(n log n) in the piece's length n.
- * Bytes that are not valid UTF-8 count as single "other" characters, so any byte string
- * encodes, and decoding gives it back. A character vocabulary (nanoGPT's meta.pkl) maps each
- * UTF-8 character to one token.
+ *   3. merge each piece, starting from its bytes (byte-level BPE) or its UTF-8 characters
+ *      (SentencePiece): a piece that is itself a token first becomes that token
+ *      (TOK_WHOLE_PIECES); then repeatedly the adjacent pair of best rank merges, leftmost on
+ *      ties, where the rank of a pair is the merge rank of the token its concatenation spells
+ *      (tiktoken; SentencePiece, with ranks from the pieces' scores) or the rank of that exact
+ *      pair in the merge list (Hugging Face BPE, TOK_MERGE_PAIRS). A min-heap of (rank,
+ *      position) makes this O(n log n) in the piece's length n.
+ *   4. SentencePiece: a merged piece no token spells becomes its bytes' byte pieces (byte
+ *      fallback) or the unknown token (one for a run of them).
+ * Byte-level vocabularies encode any bytes (bytes that are not valid UTF-8 count as single
+ * "other" characters), and decoding gives them back. A character vocabulary (nanoGPT's
+ * meta.pkl) maps each UTF-8 character to one token.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "model.h"
+#include "unicode_nfc.h"
 #include "unicode_tables.h"
 
 /* ---- reading the tokenizer section -------------------------------------------------- */
@@ -35,13 +51,26 @@ static uint64_t hash_bytes(const uint8_t *s, size_t n) {
     return h;
 }
 
+static uint64_t hash_pair(uint32_t left, uint32_t right) {
+    uint64_t h = ((uint64_t)left << 32 | right) * 0x9E3779B97F4A7C15ull;
+    return h ^ (h >> 29);
+}
+
+static int kind_of(const Tokenizer *t, uint32_t id) { return t->kinds ? t->kinds[id] : TOKEN_NORMAL; }
+
 const uint8_t *tokenizer_token(const Tokenizer *t, uint32_t id, size_t *len) {
     if (id >= t->n_tokens) return NULL;
     *len = t->offsets[id + 1] - t->offsets[id];
     return t->blob + t->offsets[id];
 }
 
-/* Id of the token whose bytes are exactly s[0..n), or RANK_NONE. */
+const uint8_t *tokenizer_output(const Tokenizer *t, uint32_t id, size_t *len) {
+    const uint8_t *bytes = tokenizer_token(t, id, len);
+    if (bytes && kind_of(t, id) == TOKEN_CONTROL) *len = 0;
+    return bytes;
+}
+
+/* Id of the normal token whose bytes are exactly s[0..n), or RANK_NONE. */
 static uint32_t lookup(const Tokenizer *t, const uint8_t *s, size_t n) {
     for (uint64_t i = hash_bytes(s, n) & t->table_mask;; i = (i + 1) & t->table_mask) {
         uint32_t slot = t->table[i];
@@ -59,14 +88,90 @@ static uint32_t rank_of(const Tokenizer *t, const uint8_t *s, size_t n) {
     return id == RANK_NONE ? RANK_NONE : t->ranks[id];
 }
 
-const char *tokenizer_init(Tokenizer *t, const uint8_t *data, uint64_t size) {
+/* The merge listed for the pair (left, right), as its index (its rank), or RANK_NONE. */
+static uint32_t pair_merge(const Tokenizer *t, uint32_t left, uint32_t right) {
+    for (uint64_t i = hash_pair(left, right) & t->pair_mask;; i = (i + 1) & t->pair_mask) {
+        uint32_t slot = t->pair_table[i];
+        if (slot == 0) return RANK_NONE;
+        const uint32_t *m = t->merges + 3 * (size_t)(slot - 1);
+        if (m[0] == left && m[1] == right) return slot - 1;
+    }
+}
+
+/* An open-addressing table of at least 2 n slots (a power of two), zeroed; NULL if out of memory. */
+static uint32_t *new_table(uint64_t n, uint64_t *mask) {
+    uint64_t size = 1;
+    while (size < 2 * n) size <<= 1;
+    *mask = size - 1;
+    return calloc(size, sizeof(uint32_t));
+}
+
+/* Rule i's key (or its value, with value set) in the SentencePiece rules. */
+static const uint8_t *rule_part(const Tokenizer *t, uint32_t i, int value, size_t *len) {
+    uint32_t begin = t->rule_offsets[2 * i + value], end = t->rule_offsets[2 * i + value + 1];
+    *len = end - begin;
+    return t->rules_blob + begin;
+}
+
+/* The rule whose key is exactly s[0..n), or RANK_NONE. */
+static uint32_t rule_of(const Tokenizer *t, const uint8_t *s, size_t n) {
+    for (uint64_t i = hash_bytes(s, n) & t->rule_mask;; i = (i + 1) & t->rule_mask) {
+        uint32_t slot = t->rule_table[i];
+        if (slot == 0) return RANK_NONE;
+        size_t len;
+        const uint8_t *key = rule_part(t, slot - 1, 0, &len);
+        if (len == n && memcmp(key, s, n) == 0) return slot - 1;
+    }
+}
+
+/* Version 2's part of the section (model.h), from `at`: flags, ids, kinds, merges, rules. */
+static const char *read_version_3(Tokenizer *t, const uint8_t *data, uint64_t size, uint64_t at) {
+    uint64_t n = t->n_tokens;
+    at = (at + 3) & ~(uint64_t)3;
+    if (at > size || size - at < 24) return "tokenizer section is truncated (no version 3 fields)";
+    t->flags = read_u32(data + at);
+    t->bos_id = (int32_t)read_u32(data + at + 4);
+    t->unk_id = (int32_t)read_u32(data + at + 8);
+    uint64_t n_merges = read_u32(data + at + 12), n_rules = read_u32(data + at + 16), rules_size = read_u32(data + at + 20);
+    at += 24;
+    if (t->flags & ~(uint32_t)TOK_ALL) return "tokenizer has unknown flags";
+    if (t->bos_id < -1 || (t->bos_id >= 0 && (uint64_t)t->bos_id >= n)) return "tokenizer bos_id is out of range";
+    if (t->unk_id < -1 || (t->unk_id >= 0 && (uint64_t)t->unk_id >= n)) return "tokenizer unk_id is out of range";
+    uint64_t need = ((n + 3) & ~(uint64_t)3) + 12 * n_merges + 4 * (2 * n_rules + 1) + rules_size; /* < 2^38 */
+    if (need > size - at) return "tokenizer section is truncated (kinds, merges or rules past its end)";
+    t->kinds = data + at;
+    at += (n + 3) & ~(uint64_t)3;
+    t->merges = (const uint32_t *)(const void *)(data + at);
+    t->n_merges = (uint32_t)n_merges;
+    at += 12 * n_merges;
+    t->rule_offsets = (const uint32_t *)(const void *)(data + at);
+    t->rules_blob = data + at + 4 * (2 * n_rules + 1);
+    t->n_rules = (uint32_t)n_rules;
+    for (uint64_t i = 0; i < n; i++)
+        if (t->kinds[i] > TOKEN_SPECIAL) return "tokenizer has a token of unknown kind";
+    for (uint64_t i = 0; i < 3 * n_merges; i++)
+        if (t->merges[i] >= n) return "tokenizer has a merge of a token id out of range";
+    if (n_merges && !(t->flags & TOK_MERGE_PAIRS)) return "tokenizer lists merges without TOK_MERGE_PAIRS";
+    if (t->rule_offsets[0] != 0 || t->rule_offsets[2 * n_rules] != rules_size)
+        return "tokenizer rule offsets do not span the rules' bytes";
+    for (uint64_t i = 0; i < 2 * n_rules; i++)
+        if (t->rule_offsets[i + 1] < t->rule_offsets[i] || (i % 2 == 0 && t->rule_offsets[i + 1] == t->rule_offsets[i]))
+            return "tokenizer has an empty or out-of-order normalization rule";
+    if (n_rules && !(t->flags & TOK_SENTENCEPIECE)) return "tokenizer has normalization rules without TOK_SENTENCEPIECE";
+    if ((t->flags & TOK_SENTENCEPIECE) && t->pretokenizer != PRETOK_WHOLE)
+        return "a SentencePiece tokenizer must have the whole-text pre-tokenizer";
+    return NULL;
+}
+
+const char *tokenizer_init(Tokenizer *t, const uint8_t *data, uint64_t size, uint32_t version) {
     memset(t, 0, sizeof *t);
+    t->bos_id = t->unk_id = -1;
     if (size < 16) return "tokenizer section is shorter than its 16-byte header";
     uint64_t n = read_u32(data), bytes_size = read_u32(data + 12);
     uint32_t kind = read_u32(data + 4);
     int32_t eot = (int32_t)read_u32(data + 8);
     if (n == 0) return "tokenizer has no tokens";
-    if (kind > PRETOK_CL100K) return "tokenizer has an unknown pre-tokenizer kind";
+    if (kind >= PRETOK_COUNT || (version < 3 && kind > PRETOK_CL100K)) return "tokenizer has an unknown pre-tokenizer kind";
     uint64_t need = 16 + 4 * n + 4 * (n + 1) + bytes_size; /* n < 2^32: no overflow */
     if (need > size) return "tokenizer section is truncated (tables larger than the section)";
     if (eot < -1 || (eot >= 0 && (uint64_t)eot >= n)) return "tokenizer end-of-text id is out of range";
@@ -79,18 +184,26 @@ const char *tokenizer_init(Tokenizer *t, const uint8_t *data, uint64_t size) {
     t->blob = data + 16 + 8 * n + 4;
     if (t->offsets[0] != 0 || t->offsets[n] != bytes_size)
         return "tokenizer byte offsets do not span the byte blob";
+    if (version >= 3) {
+        const char *err = read_version_3(t, data, size, need);
+        if (err) return err;
+    } else if (kind != PRETOK_CHAR) {
+        t->flags = TOK_WHOLE_PIECES; /* versions 1 and 2: tiktoken's byte-level BPE */
+    }
     for (uint64_t i = 0; i < n; i++) {
-        if (t->offsets[i + 1] <= t->offsets[i]) return "tokenizer has an empty or out-of-order token";
-        if (t->offsets[i + 1] - t->offsets[i] > t->max_token_len)
+        int normal = kind_of(t, (uint32_t)i) == TOKEN_NORMAL;
+        if (t->offsets[i + 1] < t->offsets[i] || (t->offsets[i + 1] == t->offsets[i] && normal))
+            return "tokenizer has an empty or out-of-order token";
+        if (normal && t->offsets[i + 1] - t->offsets[i] > t->max_token_len)
             t->max_token_len = t->offsets[i + 1] - t->offsets[i];
+        if (!normal && t->ranks[i] != RANK_NONE) return "tokenizer has a rank for a token that is not normal";
     }
 
-    uint64_t table_size = 1;
-    while (table_size < 2 * n) table_size <<= 1;
-    t->table = calloc(table_size, sizeof *t->table);
+    /* normal tokens by their bytes; the others (specials, byte pieces) are never merged into */
+    t->table = new_table(n, &t->table_mask);
     if (!t->table) return "out of memory for the tokenizer's table";
-    t->table_mask = table_size - 1;
     for (uint32_t id = 0; id < n; id++) {
+        if (kind_of(t, id) != TOKEN_NORMAL) continue;
         size_t len;
         const uint8_t *s = tokenizer_token(t, id, &len);
         uint64_t i = hash_bytes(s, len) & t->table_mask;
@@ -107,18 +220,91 @@ const char *tokenizer_init(Tokenizer *t, const uint8_t *data, uint64_t size) {
     for (int b = 0; b < 256; b++) {
         uint8_t byte = (uint8_t)b;
         t->byte_token[b] = lookup(t, &byte, 1);
+        t->byte_piece[b] = RANK_NONE;
+    }
+    for (uint32_t id = 0; id < n; id++) {
+        size_t len;
+        const uint8_t *s = tokenizer_token(t, id, &len);
+        if (kind_of(t, id) == TOKEN_BYTE) {
+            if (len != 1) { tokenizer_free(t); return "tokenizer has a byte piece that is not one byte"; }
+            t->byte_piece[s[0]] = id;
+        }
+        if ((kind_of(t, id) == TOKEN_SPECIAL || kind_of(t, id) == TOKEN_CONTROL) && len > 0) t->n_specials++;
+    }
+    if ((t->flags & TOK_BYTE_FALLBACK))
+        for (int b = 0; b < 256; b++)
+            if (t->byte_piece[b] == RANK_NONE) { tokenizer_free(t); return "tokenizer has byte fallback but lacks a byte piece"; }
+    if ((t->flags & TOK_SENTENCEPIECE) && !(t->flags & TOK_BYTE_FALLBACK) && t->unk_id < 0) {
+        tokenizer_free(t);
+        return "a SentencePiece tokenizer needs byte fallback or an unknown token";
+    }
+
+    /* --special's tokens, longest text first (the longest one matching at a position wins) */
+    t->specials = malloc((t->n_specials + 1) * sizeof(uint32_t));
+    if (!t->specials) { tokenizer_free(t); return "out of memory for the tokenizer's table"; }
+    uint32_t k = 0;
+    for (uint32_t id = 0; id < n; id++) {
+        size_t len;
+        tokenizer_token(t, id, &len);
+        if ((kind_of(t, id) == TOKEN_SPECIAL || kind_of(t, id) == TOKEN_CONTROL) && len > 0) {
+            uint32_t j = k++;
+            for (; j > 0; j--) { /* insertion by length, longest first; ids ascending among equals */
+                size_t other = 0;
+                tokenizer_token(t, t->specials[j - 1], &other);
+                if (other >= len) break;
+                t->specials[j] = t->specials[j - 1];
+            }
+            t->specials[j] = id;
+        }
+    }
+
+    if (t->flags & TOK_MERGE_PAIRS) {
+        t->pair_table = new_table(t->n_merges, &t->pair_mask);
+        if (!t->pair_table) { tokenizer_free(t); return "out of memory for the tokenizer's table"; }
+        for (uint32_t m = 0; m < t->n_merges; m++) {
+            const uint32_t *pair = t->merges + 3 * (size_t)m;
+            if (kind_of(t, pair[0]) != TOKEN_NORMAL || kind_of(t, pair[1]) != TOKEN_NORMAL ||
+                kind_of(t, pair[2]) != TOKEN_NORMAL) { tokenizer_free(t); return "tokenizer merges a token that is not normal"; }
+            uint64_t i = hash_pair(pair[0], pair[1]) & t->pair_mask;
+            for (; t->pair_table[i]; i = (i + 1) & t->pair_mask) {
+                const uint32_t *other = t->merges + 3 * (size_t)(t->pair_table[i] - 1);
+                if (other[0] == pair[0] && other[1] == pair[1]) { tokenizer_free(t); return "tokenizer lists a merge twice"; }
+            }
+            t->pair_table[i] = m + 1;
+        }
+    }
+    if (t->n_rules) {
+        t->rule_table = new_table(t->n_rules, &t->rule_mask);
+        if (!t->rule_table) { tokenizer_free(t); return "out of memory for the tokenizer's table"; }
+        for (uint32_t r = 0; r < t->n_rules; r++) {
+            size_t len;
+            const uint8_t *key = rule_part(t, r, 0, &len);
+            if (len > 64) { tokenizer_free(t); return "tokenizer has a normalization rule longer than 64 bytes"; }
+            if (rule_of(t, key, len) != RANK_NONE) { tokenizer_free(t); return "tokenizer has two normalization rules for the same text"; }
+            uint64_t i = hash_bytes(key, len) & t->rule_mask;
+            while (t->rule_table[i]) i = (i + 1) & t->rule_mask;
+            t->rule_table[i] = r + 1;
+            t->rule_lengths |= 1ull << (len - 1);
+            rule_part(t, r, 1, &len);
+            if (len > t->max_rule_value) t->max_rule_value = (uint32_t)len;
+        }
     }
     return NULL;
 }
 
 void tokenizer_free(Tokenizer *t) {
     free(t->table);
+    free(t->pair_table);
+    free(t->rule_table);
+    free(t->specials);
     free(t->parts);
     free(t->heap);
-    t->table = NULL;
+    free(t->normalized);
+    t->table = t->pair_table = t->rule_table = t->specials = NULL;
     t->parts = NULL;
     t->heap = NULL;
-    t->parts_cap = 0;
+    t->normalized = NULL;
+    t->parts_cap = t->normalized_cap = 0;
 }
 
 /* ---- UTF-8 and character classes ---------------------------------------------------- */
@@ -219,7 +405,7 @@ static size_t gpt2_piece(const uint8_t *s, size_t n) {
     return whitespace_piece(s, n);
 }
 
-/* ---- cl100k_base pre-tokenizer ------------------------------------------------------ */
+/* ---- cl100k_base's pre-tokenizer (Llama 3's too; Qwen2's with one digit at a time) ---- */
 
 /* (?i:'s|'t|'re|'ve|'m|'ll|'d) after the apostrophe: case-insensitive, where Unicode's simple
  * case folding also maps U+017F LATIN SMALL LETTER LONG S (C5 BF) to s. Returns the length
@@ -237,7 +423,7 @@ static size_t contraction_ci(const uint8_t *s, size_t n) {
     return 0;
 }
 
-static size_t cl100k_piece(const uint8_t *s, size_t n) {
+static size_t cl100k_piece(const uint8_t *s, size_t n, int max_digits) {
     if (s[0] == '\'') {
         size_t k = contraction_ci(s + 1, n - 1);
         if (k) return 1 + k;
@@ -248,10 +434,10 @@ static size_t cl100k_piece(const uint8_t *s, size_t n) {
     if (c.cls != CLASS_NUMBER && !is_newline(s[0]) && c.len < n &&
         char_at(s, n, c.len).cls == CLASS_LETTER)
         return run_of(s, n, c.len, CLASS_LETTER);
-    /* \p{N}{1,3} */
+    /* \p{N}{1,3} (Qwen2: \p{N}, one at a time) */
     if (c.cls == CLASS_NUMBER) {
         size_t i = 0;
-        for (int k = 0; k < 3 && i < n; k++) {
+        for (int k = 0; k < max_digits && i < n; k++) {
             Char d = char_at(s, n, i);
             if (d.cls != CLASS_NUMBER) break;
             i += d.len;
@@ -273,7 +459,215 @@ static size_t cl100k_piece(const uint8_t *s, size_t n) {
     return whitespace_piece(s, n); /* \s+(?!\S)|\s+ */
 }
 
-/* ---- byte pair merging -------------------------------------------------------------- */
+/* ---- Unicode Normalization Form C (Qwen2's normalizer) -------------------------------- */
+
+/* Room for n bytes of normalized text. */
+static int normalized_room(Tokenizer *t, size_t n) {
+    if (n <= t->normalized_cap) return 0;
+    size_t cap = 2 * n + 64;
+    uint8_t *grown = realloc(t->normalized, cap);
+    if (!grown) return -1;
+    t->normalized = grown;
+    t->normalized_cap = cap;
+    return 0;
+}
+
+
+/* A byte that is not valid UTF-8 passes through NFC untouched, as this code "point". */
+#define RAW_BYTE 0x110000
+
+static int nfc_class(uint32_t cp) {
+    size_t lo = 0, hi = sizeof nfc_classes / sizeof nfc_classes[0];
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (cp < nfc_classes[mid].first) hi = mid;
+        else if (cp > nfc_classes[mid].last) lo = mid + 1;
+        else return nfc_classes[mid].ccc;
+    }
+    return 0;
+}
+
+/* Hangul syllables decompose and compose by arithmetic (Unicode Standard, section 3.12). */
+enum { S_BASE = 0xAC00, L_BASE = 0x1100, V_BASE = 0x1161, T_BASE = 0x11A7, L_COUNT = 19, V_COUNT = 21,
+       T_COUNT = 28, N_COUNT = V_COUNT * T_COUNT, S_COUNT = L_COUNT * N_COUNT };
+
+/* cp's full canonical decomposition into out (at most 4 code points); returns its length. */
+static int nfc_decompose(uint32_t cp, uint32_t *out) {
+    if (cp >= S_BASE && cp < S_BASE + S_COUNT) {
+        uint32_t s = cp - S_BASE, t = s % T_COUNT;
+        out[0] = L_BASE + s / N_COUNT;
+        out[1] = V_BASE + s % N_COUNT / T_COUNT;
+        if (t) out[2] = T_BASE + t;
+        return t ? 3 : 2;
+    }
+    size_t lo = 0, hi = sizeof nfc_decompositions / sizeof nfc_decompositions[0];
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (cp < nfc_decompositions[mid].cp) hi = mid;
+        else if (cp > nfc_decompositions[mid].cp) lo = mid + 1;
+        else {
+            for (int i = 0; i < nfc_decompositions[mid].length; i++) out[i] = nfc_decomposed[nfc_decompositions[mid].start + i];
+            return nfc_decompositions[mid].length;
+        }
+    }
+    out[0] = cp;
+    return 1;
+}
+
+/* The primary composite of (first, second), or 0. */
+static uint32_t nfc_compose(uint32_t first, uint32_t second) {
+    if (first >= L_BASE && first < L_BASE + L_COUNT && second >= V_BASE && second < V_BASE + V_COUNT)
+        return S_BASE + ((first - L_BASE) * V_COUNT + (second - V_BASE)) * T_COUNT;
+    if (first >= S_BASE && first < S_BASE + S_COUNT && (first - S_BASE) % T_COUNT == 0 && second > T_BASE &&
+        second < T_BASE + T_COUNT)
+        return first + (second - T_BASE);
+    size_t lo = 0, hi = sizeof nfc_compositions / sizeof nfc_compositions[0];
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        uint32_t a = nfc_compositions[mid].first, b = nfc_compositions[mid].second;
+        if (first < a || (first == a && second < b)) hi = mid;
+        else if (first > a || second > b) lo = mid + 1;
+        else return nfc_compositions[mid].composite;
+    }
+    return 0;
+}
+
+static size_t utf8_encode(uint32_t cp, uint8_t *out) {
+    if (cp >= RAW_BYTE) { out[0] = (uint8_t)(cp - RAW_BYTE); return 1; }
+    if (cp < 0x80) { out[0] = (uint8_t)cp; return 1; }
+    if (cp < 0x800) { out[0] = (uint8_t)(0xC0 | cp >> 6); out[1] = (uint8_t)(0x80 | (cp & 0x3F)); return 2; }
+    if (cp < 0x10000) {
+        out[0] = (uint8_t)(0xE0 | cp >> 12); out[1] = (uint8_t)(0x80 | (cp >> 6 & 0x3F)); out[2] = (uint8_t)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    out[0] = (uint8_t)(0xF0 | cp >> 18); out[1] = (uint8_t)(0x80 | (cp >> 12 & 0x3F));
+    out[2] = (uint8_t)(0x80 | (cp >> 6 & 0x3F)); out[3] = (uint8_t)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* s[0..n) in Normalization Form C (UAX #15: full canonical decomposition, canonical ordering of
+ * combining marks by class, canonical composition), into t->normalized; returns its length, or
+ * -1 when memory runs out. A text of ASCII alone is already in NFC. */
+static long nfc_normalize(Tokenizer *t, const uint8_t *s, size_t n) {
+    size_t ascii = 0;
+    while (ascii < n && s[ascii] < 0x80) ascii++;
+    /* code points: each byte gives at most 4 (a decomposition), re-encoded in at most 4 bytes each */
+    if (normalized_room(t, 4 * n + 16 * n + 16)) return -1;
+    if (ascii == n) { memcpy(t->normalized, s, n); return (long)n; }
+    uint32_t *cps = (uint32_t *)(void *)(t->normalized + ((4 * n + 3) & ~(size_t)3));
+    size_t m = 0;
+    for (size_t i = 0; i < n;) { /* decompose */
+        long cp;
+        size_t len = utf8_decode(s + i, n - i, &cp);
+        if (cp < 0) cps[m++] = RAW_BYTE + s[i];
+        else m += (size_t)nfc_decompose((uint32_t)cp, cps + m);
+        i += len;
+    }
+    for (size_t i = 1; i < m; i++) { /* canonical ordering: a stable sort of each run of marks */
+        int c = cps[i] >= RAW_BYTE ? 0 : nfc_class(cps[i]);
+        for (size_t j = i; c && j > 0; j--) {
+            int before = cps[j - 1] >= RAW_BYTE ? 0 : nfc_class(cps[j - 1]);
+            if (before <= c) break;
+            uint32_t x = cps[j]; cps[j] = cps[j - 1]; cps[j - 1] = x;
+        }
+    }
+    /* composition: each character after the last starter joins it when nothing between blocks */
+    size_t kept = m ? 1 : 0, starter = 0;
+    int last_class = m && cps[0] < RAW_BYTE && nfc_class(cps[0]) ? 256 : 0;
+    for (size_t i = 1; i < m; i++) {
+        uint32_t cp = cps[i];
+        int c = cp >= RAW_BYTE ? 0 : nfc_class(cp);
+        uint32_t composite = cps[starter] >= RAW_BYTE || cp >= RAW_BYTE ? 0 : nfc_compose(cps[starter], cp);
+        if (composite && (last_class < c || last_class == 0)) { cps[starter] = composite; continue; }
+        if (c == 0) starter = kept;
+        last_class = c;
+        cps[kept++] = cp;
+    }
+    size_t written = 0;
+    for (size_t i = 0; i < kept; i++) written += utf8_encode(cps[i], t->normalized + written);
+    return (long)written;
+}
+
+/* ---- SmolLM2's pre-tokenizer: digits alone, GPT-2's split between them ----------------- */
+
+static int is_ascii_digit(uint8_t b) { return b >= '0' && b <= '9'; }
+
+/* Hugging Face's Digits(individual_digits) isolates each ASCII digit; GPT-2's pattern then
+ * splits each stretch between digits as a text of its own (its \s+(?!\S) sees the stretch's
+ * end as the text's end). */
+static size_t digits_gpt2_piece(const uint8_t *s, size_t n) {
+    if (is_ascii_digit(s[0])) return 1;
+    size_t stretch = 1;
+    while (stretch < n && !is_ascii_digit(s[stretch])) stretch++;
+    return gpt2_piece(s, stretch);
+}
+
+/* ---- normalizers -------------------------------------------------------------------- */
+
+#define SP_SPACE "\xE2\x96\x81" /* U+2581 LOWER ONE EIGHTH BLOCK: SentencePiece's escaped space */
+
+/* SentencePiece's Normalizer::Normalize with escape_whitespaces (sentencepiece's
+ * normalizer.cc): at each position the longest rule whose key starts there gives its value,
+ * else one UTF-8 character passes as it is (a byte that starts none becomes U+FFFD); with
+ * TOK_REMOVE_EXTRA_SPACES leading spaces are dropped, a value's leading spaces too when the
+ * text so far ends with one, and trailing spaces at the end; TOK_DUMMY_PREFIX puts a space
+ * first; every space becomes U+2581. Then, for merging, every U+2581 becomes a space again:
+ * the vocabulary's bytes spell SentencePiece's pieces with spaces (model.h), and U+2581 in the
+ * text is a space to SentencePiece too. Returns the length written to t->normalized, or -1. */
+static long sentencepiece_normalize(Tokenizer *t, const uint8_t *s, size_t n) {
+    int remove_extra = (t->flags & TOK_REMOVE_EXTRA_SPACES) != 0;
+    /* each consumed byte gives at most max_rule_value bytes, each of which 3 (a space as U+2581);
+     * a character passes whole, a byte that starts none gives 3 (U+FFFD) */
+    size_t most = 3 * (t->max_rule_value > 3 ? t->max_rule_value : 3);
+    if (normalized_room(t, (n + 1) * most + 3)) return -1;
+    uint8_t *out = t->normalized;
+    size_t at = 0, written = 0;
+    int leading = remove_extra, prev_space = remove_extra, dummy = (t->flags & TOK_DUMMY_PREFIX) != 0;
+    while (at < n) {
+        /* the prefix at `at`: a rule's value, or one character */
+        const uint8_t *value = NULL;
+        size_t value_len = 0, consumed = 0;
+        for (int len = 64; len >= 1 && t->n_rules; len--) {
+            if (!(t->rule_lengths >> (len - 1) & 1) || (size_t)len > n - at) continue;
+            uint32_t r = rule_of(t, s + at, (size_t)len);
+            if (r != RANK_NONE) { value = rule_part(t, r, 1, &value_len); consumed = (size_t)len; break; }
+        }
+        if (!value) {
+            long cp;
+            consumed = utf8_decode(s + at, n - at, &cp);
+            if (cp < 0) { value = (const uint8_t *)"\xEF\xBF\xBD"; value_len = 3; }
+            else if (cp == 0xFFFD) { value = s + at; value_len = consumed; }
+            else { value = s + at; value_len = consumed; }
+        }
+        at += consumed;
+        if (leading) { /* drop the text's leading spaces (a value that is exactly " ") */
+            if (value_len == 1 && value[0] == ' ') continue;
+            leading = 0;
+        }
+        if (dummy) { memcpy(out + written, SP_SPACE, 3); written += 3; dummy = 0; }
+        size_t i = 0;
+        while (prev_space && i < value_len && value[i] == ' ') i++;
+        if (i < value_len) {
+            for (; i < value_len; i++) {
+                if (value[i] == ' ') { memcpy(out + written, SP_SPACE, 3); written += 3; }
+                else out[written++] = value[i];
+            }
+            prev_space = value[value_len - 1] == ' ';
+        }
+        if (!remove_extra) prev_space = 0;
+    }
+    if (remove_extra)
+        while (written >= 3 && memcmp(out + written - 3, SP_SPACE, 3) == 0) written -= 3;
+    /* U+2581 back to a space, in place (3 bytes become 1) */
+    size_t j = 0;
+    for (size_t i = 0; i < written;) {
+        if (i + 3 <= written && memcmp(out + i, SP_SPACE, 3) == 0) { out[j++] = ' '; i += 3; }
+        else out[j++] = out[i++];
+    }
+    return (long)j;
+}
+
+/* ---- merging ------------------------------------------------------------------------ */
 
 /* Part i of a piece starts at byte i; dead parts have been merged into their left neighbour. */
 struct BpePart {
@@ -281,12 +675,14 @@ struct BpePart {
     uint32_t prev;  /* start of the previous live part */
     uint32_t rank;  /* rank of merging this part with the next, RANK_NONE if impossible */
     uint32_t alive;
+    uint32_t id;    /* TOK_MERGE_PAIRS: the part's token */
 };
 
 static uint32_t pair_rank(const Tokenizer *t, const uint8_t *piece, const struct BpePart *parts,
                           uint32_t len, uint32_t i) {
     uint32_t j = parts[i].next;
     if (j >= len) return RANK_NONE;
+    if (t->flags & TOK_MERGE_PAIRS) return pair_merge(t, parts[i].id, parts[j].id);
     uint32_t end = parts[j].next;
     return rank_of(t, piece + i, end - i);
 }
@@ -325,12 +721,35 @@ static int push_id(uint32_t **ids, size_t *cap, size_t *count, uint32_t id) {
     return 0;
 }
 
-/* Encode one pre-token piece by merge rank and append its ids. */
+/* SentencePiece: a merged part no token spells, as byte pieces of its bytes (with its spaces
+ * as U+2581 again, as SentencePiece holds them) or, without byte fallback, the unknown token,
+ * once for a run of unknown parts (*prev_unknown). */
+static int emit_unknown(Tokenizer *t, const uint8_t *s, size_t n, int *prev_unknown, uint32_t **ids, size_t *cap,
+                        size_t *count) {
+    if (!(t->flags & TOK_BYTE_FALLBACK)) {
+        int err = *prev_unknown ? 0 : push_id(ids, cap, count, (uint32_t)t->unk_id);
+        *prev_unknown = 1;
+        return err;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == ' ') {
+            for (int k = 0; k < 3; k++)
+                if (push_id(ids, cap, count, t->byte_piece[(uint8_t)SP_SPACE[k]])) return -1;
+        } else if (push_id(ids, cap, count, t->byte_piece[s[i]])) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Encode one pre-token piece: merge it and append its ids. */
 static int bpe_piece(Tokenizer *t, const uint8_t *piece, size_t size, uint32_t **ids, size_t *cap,
                      size_t *count, const char **err) {
-    uint32_t whole = lookup(t, piece, size);
-    if (whole != RANK_NONE && t->ranks[whole] != RANK_NONE)
-        return push_id(ids, cap, count, whole);
+    int sentencepiece = (t->flags & TOK_SENTENCEPIECE) != 0, pairs = (t->flags & TOK_MERGE_PAIRS) != 0;
+    if (t->flags & TOK_WHOLE_PIECES) {
+        uint32_t whole = size <= t->max_token_len ? lookup(t, piece, size) : RANK_NONE;
+        if (whole != RANK_NONE && (pairs || t->ranks[whole] != RANK_NONE)) return push_id(ids, cap, count, whole);
+    }
     if (size >= UINT32_MAX / 4) { *err = "a single pre-token is longer than 1 GB"; return -1; }
     uint32_t len = (uint32_t)size;
     if (len > t->parts_cap) {
@@ -344,9 +763,22 @@ static int bpe_piece(Tokenizer *t, const uint8_t *piece, size_t size, uint32_t *
     struct BpePart *parts = t->parts;
     uint64_t *heap = t->heap;
     size_t n_heap = 0;
-    for (uint32_t i = 0; i < len; i++)
-        parts[i] = (struct BpePart){i + 1, i ? i - 1 : 0, RANK_NONE, 1};
-    for (uint32_t i = 0; i < len; i++) {
+    /* the first parts: single bytes, or (SentencePiece) UTF-8 characters, by their lead byte as
+     * SentencePiece splits them (the normalized text is valid UTF-8) */
+    uint32_t prev = 0;
+    for (uint32_t i = 0; i < len;) {
+        uint32_t step = 1;
+        if (sentencepiece) {
+            static const uint8_t length_of_lead[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+            step = length_of_lead[piece[i] >> 4];
+            if (step > len - i) step = len - i;
+        }
+        parts[i] = (struct BpePart){i + step, prev, RANK_NONE, 1, pairs ? t->byte_token[piece[i]] : 0};
+        if (pairs && parts[i].id == RANK_NONE) { *err = "the text has a byte the vocabulary has no token for"; return -1; }
+        prev = i;
+        i += step;
+    }
+    for (uint32_t i = 0; i < len; i = parts[i].next) {
         parts[i].rank = pair_rank(t, piece, parts, len, i);
         if (parts[i].rank != RANK_NONE) heap_push(heap, &n_heap, (uint64_t)parts[i].rank << 32 | i);
     }
@@ -357,6 +789,7 @@ static int bpe_piece(Tokenizer *t, const uint8_t *piece, size_t size, uint32_t *
         uint32_t j = parts[i].next; /* merge part j into part i */
         parts[j].alive = 0;
         parts[i].next = parts[j].next;
+        if (pairs) parts[i].id = t->merges[3 * (size_t)rank + 2];
         if (parts[i].next < len) parts[parts[i].next].prev = i;
         parts[i].rank = pair_rank(t, piece, parts, len, i);
         if (parts[i].rank != RANK_NONE) heap_push(heap, &n_heap, (uint64_t)parts[i].rank << 32 | i);
@@ -366,18 +799,50 @@ static int bpe_piece(Tokenizer *t, const uint8_t *piece, size_t size, uint32_t *
             if (parts[p].rank != RANK_NONE) heap_push(heap, &n_heap, (uint64_t)parts[p].rank << 32 | p);
         }
     }
+    int prev_unknown = 0;
     for (uint32_t i = 0; i < len; i = parts[i].next) {
-        uint32_t id = lookup(t, piece + i, parts[i].next - i);
+        uint32_t id = pairs ? parts[i].id : lookup(t, piece + i, parts[i].next - i);
+        if (id == RANK_NONE && sentencepiece) {
+            if (emit_unknown(t, piece + i, parts[i].next - i, &prev_unknown, ids, cap, count)) goto out_of_memory;
+            continue;
+        }
         if (id == RANK_NONE) { *err = "the text has a byte the vocabulary has no token for"; return -1; }
-        if (push_id(ids, cap, count, id)) { *err = "out of memory while encoding"; return -1; }
+        prev_unknown = 0;
+        if (push_id(ids, cap, count, id)) goto out_of_memory;
     }
     return 0;
+out_of_memory:
+    *err = "out of memory while encoding";
+    return -1;
 }
 
-long tokenizer_encode(Tokenizer *t, const uint8_t *text, size_t len, uint32_t **ids, size_t *cap,
-                      const char **err) {
-    size_t count = 0;
-    *err = NULL;
+/* ---- encoding ----------------------------------------------------------------------- */
+
+/* Length of the next piece of text[0..len) by the vocabulary's pre-tokenizer. */
+static size_t next_piece(const Tokenizer *t, const uint8_t *text, size_t len) {
+    switch (t->pretokenizer) {
+    case PRETOK_GPT2: return gpt2_piece(text, len);
+    case PRETOK_CL100K: return cl100k_piece(text, len, 3);
+    case PRETOK_QWEN2: return cl100k_piece(text, len, 1);
+    case PRETOK_DIGITS_GPT2: return digits_gpt2_piece(text, len);
+    default: return len; /* PRETOK_WHOLE */
+    }
+}
+
+/* Encode a text with no special tokens in it: normalize, pre-tokenize, merge. */
+static int encode_text(Tokenizer *t, const uint8_t *text, size_t len, uint32_t **ids, size_t *cap, size_t *count,
+                       const char **err) {
+    if (t->flags & TOK_SENTENCEPIECE) {
+        long n = sentencepiece_normalize(t, text, len);
+        if (n < 0) { *err = "out of memory while encoding"; return -1; }
+        text = t->normalized;
+        len = (size_t)n;
+    } else if (t->flags & TOK_NFC) {
+        long n = nfc_normalize(t, text, len);
+        if (n < 0) { *err = "out of memory while encoding"; return -1; }
+        text = t->normalized;
+        len = (size_t)n;
+    }
     for (size_t i = 0; i < len;) {
         size_t n;
         if (t->pretokenizer == PRETOK_CHAR) {
@@ -388,16 +853,46 @@ long tokenizer_encode(Tokenizer *t, const uint8_t *text, size_t len, uint32_t **
                 *err = "the text has a character that is not in the model's character vocabulary";
                 return -1;
             }
-            if (push_id(ids, cap, &count, id)) { *err = "out of memory while encoding"; return -1; }
+            if (push_id(ids, cap, count, id)) { *err = "out of memory while encoding"; return -1; }
         } else {
-            n = t->pretokenizer == PRETOK_GPT2 ? gpt2_piece(text + i, len - i)
-                                               : cl100k_piece(text + i, len - i);
-            if (bpe_piece(t, text + i, n, ids, cap, &count, err)) {
+            n = next_piece(t, text + i, len - i);
+            if (n == 0) break; /* the whole-text pre-tokenizer on an empty text */
+            if (bpe_piece(t, text + i, n, ids, cap, count, err)) {
                 if (!*err) *err = "out of memory while encoding";
                 return -1;
             }
         }
         i += n;
     }
+    return 0;
+}
+
+/* The special token whose text starts text[0..len), the longest one, or RANK_NONE. */
+static uint32_t special_at(const Tokenizer *t, const uint8_t *text, size_t len) {
+    for (uint32_t k = 0; k < t->n_specials; k++) {
+        size_t n = 0;
+        const uint8_t *s = tokenizer_token(t, t->specials[k], &n);
+        if (n <= len && memcmp(s, text, n) == 0) return t->specials[k];
+    }
+    return RANK_NONE;
+}
+
+long tokenizer_encode(Tokenizer *t, const uint8_t *text, size_t len, uint32_t **ids, size_t *cap,
+                      const char **err) {
+    size_t count = 0;
+    *err = NULL;
+    if (t->bos_id >= 0 && push_id(ids, cap, &count, (uint32_t)t->bos_id)) { *err = "out of memory while encoding"; return -1; }
+    size_t start = 0;
+    for (size_t i = 0; t->parse_special && i < len; i++) {
+        uint32_t special = special_at(t, text + i, len - i);
+        if (special == RANK_NONE) continue;
+        if (i > start && encode_text(t, text + start, i - start, ids, cap, &count, err)) return -1;
+        if (push_id(ids, cap, &count, special)) { *err = "out of memory while encoding"; return -1; }
+        size_t n = 0;
+        tokenizer_token(t, special, &n);
+        start = i + n;
+        i = start - 1;
+    }
+    if (start < len && encode_text(t, text + start, len - start, ids, cap, &count, err)) return -1;
     return (long)count;
 }

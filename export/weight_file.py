@@ -12,7 +12,7 @@ import os
 import struct
 import sys
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +24,8 @@ from model import BIAS_ALL, BIAS_ATTN_OUT, BIAS_FFN, BIAS_NORM, BIAS_QKV, GPT, G
 # ---- constants (model.h) -------------------------------------------------------------------
 
 MAGIC = 0x43545047  # "GPTC" read as a little-endian uint32
-VERSION = 2         # written; version 1 (GPT-2's block only, no fields from byte 108) is read too
+VERSION = 3         # written; read too: 2 (tokenizer section without its second part) and 1 (GPT-2's
+                    # block only, no header fields from byte 108)
 HEADER_SIZE = 256
 ALIGN = 64          # TENSOR_ALIGN: the tokenizer section, tensor table and each tensor start so
 TENSOR_NAME_LEN = 48
@@ -36,7 +37,11 @@ NORM = {"layer": 0, "rms": 1}
 FFN = {"gelu": 0, "swiglu": 1}
 WT_F32, WT_Q8_0, WT_Q4_0 = 0, 1, 2
 WEIGHT_TYPES = {"f32": WT_F32, "q8_0": WT_Q8_0, "q4_0": WT_Q4_0}
-PRETOK = {"char": 0, "gpt2": 1, "cl100k": 2}
+PRETOK = {"char": 0, "gpt2": 1, "cl100k": 2, "whole": 3, "digits_gpt2": 4, "qwen2": 5}
+# the tokenizer section's flags and token kinds (model.h)
+TOK_MERGE_PAIRS, TOK_WHOLE_PIECES, TOK_SENTENCEPIECE, TOK_BYTE_FALLBACK = 1, 2, 4, 8
+TOK_DUMMY_PREFIX, TOK_REMOVE_EXTRA_SPACES, TOK_NFC = 16, 32, 64
+TOKEN_NORMAL, TOKEN_CONTROL, TOKEN_UNKNOWN, TOKEN_BYTE, TOKEN_SPECIAL = 0, 1, 2, 3, 4
 
 # FileHeader, field by field from byte 0 (struct codes: I uint32, f float32, Q uint64); the
 # reserved bytes after the last field are zero up to HEADER_SIZE.
@@ -71,40 +76,81 @@ def unpack_header(raw: bytes) -> dict:
 
 @dataclass
 class TokenizerData:
-    kind: str                 # "char", "gpt2" or "cl100k" (PRETOK)
-    tokens: list[bytes]       # id -> bytes
-    ranks: list[int]          # id -> merge rank, RANK_NONE for special / character tokens
+    kind: str                 # the pre-tokenizer: "char", "gpt2", "cl100k", "whole", "digits_gpt2", "qwen2"
+    tokens: list[bytes]       # id -> bytes (what the token prints; a control token's name)
+    ranks: list[int]          # id -> merge rank, RANK_NONE for tokens merging never produces
     eot_id: int               # -1 when there is none
+    flags: int = -1           # TOK_*; -1: tiktoken's rule (TOK_WHOLE_PIECES) for BPE, none for characters
+    bos_id: int = -1          # prepended to every encoded text
+    unk_id: int = -1          # SentencePiece's unknown piece (without byte fallback)
+    kinds: list[int] | None = None   # id -> TOKEN_*; None: byte-level BPE's specials (RANK_NONE), others normal
+    merges: list[tuple[int, int, int]] = field(default_factory=list)  # TOK_MERGE_PAIRS: (left, right, merged)
+    rules: list[tuple[bytes, bytes]] = field(default_factory=list)    # SentencePiece's normalization rules
+
+    def __post_init__(self) -> None:
+        if self.flags == -1:
+            self.flags = 0 if self.kind == "char" else TOK_WHOLE_PIECES
+        if self.kinds is None:
+            special = self.kind != "char"
+            self.kinds = [TOKEN_SPECIAL if special and r == RANK_NONE else TOKEN_NORMAL for r in self.ranks]
 
     def to_dict(self) -> dict:
-        return dict(kind=self.kind, tokens=self.tokens, ranks=self.ranks, eot_id=self.eot_id)
+        return dict(kind=self.kind, tokens=self.tokens, ranks=self.ranks, eot_id=self.eot_id, flags=self.flags,
+                    bos_id=self.bos_id, unk_id=self.unk_id, kinds=self.kinds, merges=self.merges, rules=self.rules)
 
     @staticmethod
     def from_dict(d: dict) -> "TokenizerData":
-        return TokenizerData(d["kind"], list(d["tokens"]), list(d["ranks"]), int(d["eot_id"]))
+        return TokenizerData(d["kind"], list(d["tokens"]), list(d["ranks"]), int(d["eot_id"]), int(d.get("flags", -1)),
+                             int(d.get("bos_id", -1)), int(d.get("unk_id", -1)), d.get("kinds"),
+                             [tuple(m) for m in d.get("merges", [])], [tuple(r) for r in d.get("rules", [])])
 
     def decode(self, ids: list[int]) -> bytes:
-        return b"".join(self.tokens[i] for i in ids)
+        """What run.c prints for these tokens: their bytes, control tokens nothing."""
+        return b"".join(self.tokens[i] for i in ids if self.kinds[i] != TOKEN_CONTROL)
 
 
 def tokenizer_section(tok: TokenizerData) -> bytes:
-    """n_tokens, pretokenizer, eot_id, bytes_size; ranks; offsets; the byte blob (model.h)."""
+    """n_tokens, pretokenizer, eot_id, bytes_size; ranks; offsets; the byte blob; then version
+    2's flags, bos_id, unk_id, n_merges, n_rules, rules_size, kinds, merges, rules (model.h)."""
     n = len(tok.tokens)
     blob = b"".join(tok.tokens)
     offsets = np.zeros(n + 1, dtype="<u4")
     offsets[1:] = np.cumsum([len(t) for t in tok.tokens])
     head = struct.pack("<IIiI", n, PRETOK[tok.kind], tok.eot_id, len(blob))
-    return head + np.asarray(tok.ranks, dtype="<u4").tobytes() + offsets.tobytes() + blob
+    out = head + np.asarray(tok.ranks, dtype="<u4").tobytes() + offsets.tobytes() + blob
+    out += b"\0" * (-len(out) % 4)
+    rule_blob = b"".join(k + v for k, v in tok.rules)
+    rule_offsets = np.zeros(2 * len(tok.rules) + 1, dtype="<u4")
+    rule_offsets[1:] = np.cumsum([len(x) for rule in tok.rules for x in rule]) if tok.rules else []
+    kinds = bytes(tok.kinds) + b"\0" * (-n % 4)
+    merges = np.asarray(tok.merges, dtype="<u4").reshape(-1, 3).tobytes()
+    out += struct.pack("<IiiIII", tok.flags, tok.bos_id, tok.unk_id, len(tok.merges), len(tok.rules), len(rule_blob))
+    return out + kinds + merges + rule_offsets.tobytes() + rule_blob
 
 
-def read_tokenizer(raw: bytes, tok_off: int) -> TokenizerData:
-    """The tokenizer section of a weight file starting at tok_off."""
-    n_tok, kind, eot, _ = struct.unpack_from("<IIiI", raw, tok_off)
+def read_tokenizer(raw: bytes, tok_off: int, version: int = VERSION) -> TokenizerData:
+    """The tokenizer section of a weight file of format `version` starting at tok_off."""
+    n_tok, kind, eot, bytes_size = struct.unpack_from("<IIiI", raw, tok_off)
     ranks = np.frombuffer(raw, "<u4", n_tok, tok_off + 16).tolist()
     offsets = np.frombuffer(raw, "<u4", n_tok + 1, tok_off + 16 + 4 * n_tok)
     blob = tok_off + 16 + 8 * n_tok + 4
     tokens = [raw[blob + offsets[i]:blob + offsets[i + 1]] for i in range(n_tok)]
-    return TokenizerData({v: k for k, v in PRETOK.items()}[kind], tokens, ranks, eot)
+    tok = TokenizerData({v: k for k, v in PRETOK.items()}[kind], tokens, ranks, eot)
+    if version < 3:
+        tok.kinds = [TOKEN_NORMAL] * n_tok  # versions 1 and 2: every token in the table, as before
+        return tok
+    at = blob + bytes_size
+    at += -(at - tok_off) % 4
+    tok.flags, tok.bos_id, tok.unk_id, n_merges, n_rules, rules_size = struct.unpack_from("<IiiIII", raw, at)
+    at += 24
+    tok.kinds = list(raw[at:at + n_tok])
+    at += n_tok + (-n_tok % 4)
+    tok.merges = [tuple(m) for m in np.frombuffer(raw, "<u4", 3 * n_merges, at).reshape(-1, 3).tolist()]
+    at += 12 * n_merges
+    o = np.frombuffer(raw, "<u4", 2 * n_rules + 1, at).tolist()
+    at += 4 * (2 * n_rules + 1)
+    tok.rules = [(raw[at + o[2 * i]:at + o[2 * i + 1]], raw[at + o[2 * i + 1]:at + o[2 * i + 2]]) for i in range(n_rules)]
+    return tok
 
 
 # ---- the tensor list -------------------------------------------------------------------------
@@ -346,9 +392,9 @@ def read_tensors(path: Path) -> tuple[GPTConfig | None, TokenizerData, dict[str,
     if len(raw) < HEADER_SIZE or struct.unpack_from("<I", raw)[0] != MAGIC:
         raise ExportError(f"{path} is not a model file")
     h = unpack_header(raw)
-    if h["version"] not in (1, VERSION):
-        raise ExportError(f"{path}: format version {h['version']}, this reads versions 1 and {VERSION}")
-    tok = read_tokenizer(raw, h["tokenizer_offset"])
+    if not 1 <= h["version"] <= VERSION:
+        raise ExportError(f"{path}: format version {h['version']}, this reads versions 1 to {VERSION}")
+    tok = read_tokenizer(raw, h["tokenizer_offset"], h["version"])
     if h["n_layer"] == 0:
         return None, tok, {}
     name_of = lambda table, value: {v: k for k, v in table.items()}[value]  # noqa: E731
