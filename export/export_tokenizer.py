@@ -1,13 +1,15 @@
-"""Write a tokenizer-only file (model.h format with n_layer = 0) from tiktoken ranks.
+"""Write a tokenizer-only file (model.h format with n_layer = 0) from a tokenizer.
 
-usage: export_tokenizer.py RANKS OUT.bin [--kind gpt2|cl100k]
+usage: export_tokenizer.py TOKENIZER OUT.bin [--kind gpt2|cl100k] [--eos TOKEN]
 
-RANKS is either
-  - OpenAI's `.tiktoken` format: one `base64(token bytes) rank` per line (what tiktoken caches
-    and users have), or
-  - the npm package tiktoken's `encoders/NAME.json`: {"pat_str", "special_tokens",
-    "bpe_ranks"}, where bpe_ranks is "! FIRST_RANK tok tok ..." with base64 tokens in rank
-    order (a new "! RANK" starts another run of ranks).
+TOKENIZER is
+  - a SentencePiece tokenizer.model, or a Hugging Face tokenizer.json (export/tokenizer_files.py
+    reads both; what run.c does not implement exactly is refused, naming it); --eos names the
+    end-of-text token of a tokenizer.json whose folder's configuration does not;
+  - tiktoken ranks: OpenAI's `.tiktoken` format: one `base64(token bytes) rank` per line (what
+    tiktoken caches and users have), or the npm package tiktoken's `encoders/NAME.json`:
+    {"pat_str", "special_tokens", "bpe_ranks"}, where bpe_ranks is "! FIRST_RANK tok tok ..."
+    with base64 tokens in rank order (a new "! RANK" starts another run of ranks).
 The pre-tokenizer kind comes from --kind, else from the JSON's pattern, else from the file name
 (cl100k_base.tiktoken -> cl100k). Special tokens come from the JSON, or for a .tiktoken file
 from tiktoken's published tables (cl100k_base: <|endoftext|> 100257, FIM tokens 100258-100260,
@@ -25,6 +27,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tokenizer_files import folder_eos, sentencepiece_vocab, tokenizer_json_vocab  # noqa: E402
 from weight_file import RANK_NONE, ExportError, TokenizerData, write_model  # noqa: E402
 
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -105,14 +108,29 @@ def load_ranks(path: Path, kind: str | None) -> TokenizerData:
     return TokenizerData(kind, tokens, rank_of, specials.get("<|endoftext|>", -1))
 
 
+def load_tokenizer(path: Path, kind: str | None, eos: str | None) -> TokenizerData:
+    """Any TOKENIZER kind above."""
+    if path.suffix == ".model":
+        return sentencepiece_vocab(path)
+    if path.suffix == ".json":
+        try:
+            head = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise ExportError(f"cannot read {path}: {e}") from e
+        if isinstance(head, dict) and "model" in head:  # Hugging Face's tokenizer.json
+            return tokenizer_json_vocab(path, eos if eos is not None else folder_eos(path.parent))
+    return load_ranks(path, kind)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("ranks", type=Path)
+    ap.add_argument("tokenizer", type=Path, help="tokenizer.model, tokenizer.json, a .tiktoken file or tiktoken's JSON")
     ap.add_argument("out", type=Path)
-    ap.add_argument("--kind", choices=["gpt2", "cl100k"])
+    ap.add_argument("--kind", choices=["gpt2", "cl100k"], help="the pre-tokenizer of tiktoken ranks")
+    ap.add_argument("--eos", help="the end-of-text token of a tokenizer.json (its text)")
     args = ap.parse_args()
     try:
-        tok = load_ranks(args.ranks, args.kind)
+        tok = load_tokenizer(args.tokenizer, args.kind, args.eos)
         size = write_model(args.out, None, tok)
     except ExportError as e:
         print(f"error: {e}", file=sys.stderr)
