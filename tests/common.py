@@ -16,8 +16,11 @@ sys.path.insert(0, str(REPO / "export"))
 RUN = Path(os.environ.get("RUN_BINARY", REPO / "run")).resolve()
 TMP = REPO / "tests" / "tmp"
 
-from export import DEFAULT_GPT2_VOCAB, gpt2_vocab  # noqa: E402
-from weight_file import RANK_NONE, TokenizerData, write_model  # noqa: E402
+from export import DEFAULT_GPT2_VOCAB  # noqa: E402
+from tokenizer_files import gpt2_vocab  # noqa: E402
+from weight_file import (RANK_NONE, TOK_BYTE_FALLBACK, TOK_DUMMY_PREFIX, TOK_MERGE_PAIRS, TOK_NFC, TOK_SENTENCEPIECE,  # noqa: E402
+                         TOK_WHOLE_PIECES, TOKEN_BYTE, TOKEN_CONTROL, TOKEN_NORMAL, TOKEN_SPECIAL, TOKEN_UNKNOWN,
+                         TokenizerData, write_model)
 from model import GPT, GPTConfig  # noqa: E402
 import paths  # noqa: E402
 
@@ -74,20 +77,51 @@ def export(model: GPT | None, tok: TokenizerData, name: str, dtype: str = "f32")
     return path
 
 
-def as_version_1(raw: bytes) -> bytes:
-    """A weight file of GPT-2's block as the format's version 1 wrote it: version 1, bias 1 for
-    every bias (version 2's BIAS_ALL), the fields from byte 108 zero, the checksum recomputed.
-    What a file written before version 2 looks like."""
+def sentencepiece_like() -> TokenizerData:
+    """A hand-made SentencePiece tokenizer: <unk> <s> </s>, 256 byte pieces, four pieces, a
+    normalization rule (tab -> space), byte fallback, dummy prefix."""
+    pieces = [b" ", b"a", b" a", b"ab"]
+    tokens = [b"<unk>", b"<s>", b"</s>", *[bytes([b]) for b in range(256)], *pieces]
+    kinds = [TOKEN_UNKNOWN, TOKEN_CONTROL, TOKEN_CONTROL, *[TOKEN_BYTE] * 256, *[TOKEN_NORMAL] * len(pieces)]
+    ranks = [RANK_NONE] * 259 + [0, 0, 1, 2]
+    return TokenizerData("whole", tokens, ranks, 2, TOK_SENTENCEPIECE | TOK_BYTE_FALLBACK | TOK_DUMMY_PREFIX,
+                         bos_id=1, unk_id=0, kinds=kinds, rules=[(b"\t", b" ")])
+
+
+def tokenizer_json_like() -> TokenizerData:
+    """A hand-made tokenizer.json BPE: 256 bytes, two merges by pairs, NFC, one added token."""
+    tokens = [bytes([b]) for b in range(256)] + [b"ab", b"abc", b"<|im_start|>"]
+    kinds = [TOKEN_NORMAL] * 258 + [TOKEN_SPECIAL]
+    merges = [(ord("a"), ord("b"), 256), (256, ord("c"), 257)]
+    return TokenizerData("qwen2", tokens, [*range(256), 256, 257, RANK_NONE], 258,
+                         TOK_MERGE_PAIRS | TOK_WHOLE_PIECES | TOK_NFC, kinds=kinds, merges=merges)
+
+
+def as_version(raw: bytes, version: int) -> bytes:
+    """A weight file as an earlier version of the format wrote it. Version 2: the tokenizer
+    section without its version 3 part (a byte-level BPE of tiktoken's kind or a character
+    vocabulary), zeros up to the tensor table. Version 1 also: GPT-2's block, bias 1 for every
+    bias (version 2's BIAS_ALL), the header fields from byte 108 zero. The checksum recomputed."""
     import struct
     import zlib
-    from weight_file import CRC_OFFSET, HEADER_SIZE, unpack_header
+    from weight_file import CRC_OFFSET, HEADER_FIELDS, HEADER_SIZE, TOKEN_NORMAL, TOKEN_SPECIAL, read_tokenizer, unpack_header
     h = unpack_header(raw)
-    assert h["norm"] == 0 and h["ffn"] == 0 and h["pos_kind"] < 2 and h["n_kv_head"] == h["n_head"]
-    assert h["bias"] in (0, 15), "version 1 had every bias or none"
     buf = bytearray(raw)
-    struct.pack_into("<I", buf, 4, 1)
-    struct.pack_into("<I", buf, 48, 1 if h["bias"] else 0)
-    buf[108:HEADER_SIZE] = bytes(HEADER_SIZE - 108)
+    struct.pack_into("<I", buf, 4, version)
+    tok, start = read_tokenizer(raw, h["tokenizer_offset"]), h["tokenizer_offset"]
+    assert tok.kind in ("gpt2", "cl100k", "char") and tok.bos_id < 0 and not tok.merges and not tok.rules
+    assert set(tok.kinds) <= {TOKEN_NORMAL, TOKEN_SPECIAL}, "before version 3 every token was normal"
+    n_tok, _, _, bytes_size = struct.unpack_from("<IIiI", raw, start)
+    first_part = 16 + 8 * n_tok + 4 + bytes_size
+    buf[start + first_part:start + h["tokenizer_size"]] = bytes(h["tokenizer_size"] - first_part)
+    names = [name for name, _ in HEADER_FIELDS]
+    size_at = struct.calcsize("<" + "".join(code for _, code in HEADER_FIELDS[:names.index("tokenizer_size")]))
+    struct.pack_into("<Q", buf, size_at, first_part)
+    if version == 1:
+        assert h["norm"] == 0 and h["ffn"] == 0 and h["pos_kind"] < 2 and h["n_kv_head"] == h["n_head"]
+        assert h["bias"] in (0, 15), "version 1 had every bias or none"
+        struct.pack_into("<I", buf, 48, 1 if h["bias"] else 0)
+        buf[108:HEADER_SIZE] = bytes(HEADER_SIZE - 108)
     meta_end = h["tensors_offset"] + 64 * h["n_tensors"]
     struct.pack_into("<I", buf, CRC_OFFSET, 0)
     struct.pack_into("<I", buf, CRC_OFFSET, zlib.crc32(bytes(buf[:meta_end])))

@@ -13,7 +13,9 @@ arithmetic:
   in blocks, with 1 and 2 threads, past the window (tests/test_paths.py holds a Llama model to
   the same on every instruction-set path, ARM included);
 - the tool modes on a Llama file: --perplexity against the reference's, --samples against runs
-  of their own, --info naming the block.
+  of their own, --info naming the block;
+- text prompts through a folder's own tokenizer.model (SentencePiece) or tokenizer.json: ids
+  from the tokenizer's own implementation, --tokenize's pieces, --perplexity, greedy text.
 
 Layouts: a Hugging Face Llama folder (grouped-query attention 4:1, head size 32, bfloat16, tied
 head), a Qwen2 folder (query/key/value biases, head size 64, untied head, vocabulary padded past
@@ -27,13 +29,13 @@ import re
 import subprocess
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
 from common import REPO, RUN, TEXT, TMP, GPTConfig, char_tokenizer, random_model, run
 from compare import c_generate, c_generate_samples, c_logits, c_tokens, compare_logits, generation_agrees
-from export import bpe_vocab, load_source
+from export import load_source
+from tokenizer_files import bpe_vocab
 from llama_sources import (hf_logits, llama2c_args, llama2c_logits, llama2c_state_dict, write_hf_folder,
                            write_llama2c_bin, write_llama2c_checkpoint)
 from model import BIAS_QKV, perplexity
@@ -294,3 +296,101 @@ def test_sliding_window_refused_for_mistral_only_when_it_bites() -> None:
     model, tok = load_source(str(folder))
     ids = c_tokens(RUN, folder / "x.bin", TEXT.encode())[:32]
     assert compare_logits(model, ids, c_logits(RUN, folder / "x.bin", tok.decode(ids), model.config.vocab_size, 128)).ok
+
+
+# ---- text prompts through the Llama family's tokenizers --------------------------------------
+
+def tokenizer_json_small() -> bytes:
+    """A SmolLM2-style tokenizer.json (digits one by one, then GPT-2's split; merges as pairs)
+    over the small GPT-2 vocabulary, with two added tokens after it."""
+    files = gpt2_files()
+    vocab = json.loads(files["vocab.json"])
+    merges = [line.split(" ") for line in files["merges.txt"].decode().split("\n")[1:] if line]
+    added = [{"id": len(vocab) + i, "content": name, "single_word": False, "lstrip": False, "rstrip": False,
+              "normalized": False, "special": True} for i, name in enumerate(["<|endoftext|>", "<|im_start|>"])]
+    level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+    return json.dumps({"version": "1.0", "added_tokens": added, "normalizer": None,
+                       "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+                           {"type": "Digits", "individual_digits": True}, level]},
+                       "post_processor": None, "decoder": level,
+                       "model": {"type": "BPE", "dropout": None, "unk_token": None, "fuse_unk": False,
+                                 "byte_fallback": False, "vocab": vocab, "merges": merges}}).encode()
+
+
+def tokenizer_folder(kind: str) -> tuple[Path, Path]:
+    """(Hugging Face Llama folder whose tokenizer is `kind`, its export) for a random model."""
+    from test_tokenizer_kinds import sp_model
+    files = {"tokenizer.model": sp_model("llama2c_512").read_bytes()} if kind == "sentencepiece" \
+        else {"tokenizer.json": tokenizer_json_small()}
+    vocab = 512 if kind == "sentencepiece" else len(json.loads(gpt2_files()["vocab.json"])) + 2
+    cfg = GPTConfig(n_layer=2, n_head=4, n_kv_head=2, n_embd=128, n_hidden=192, n_ctx=64, vocab_size=vocab,
+                    vocab_padded=vocab, tied_head=True, **LLAMA)
+    folder = write_hf_folder(TMP / f"llama_text_{kind}", random_model(cfg, seed=len(kind)), "llama", "F32", 1, files)
+    out = TMP / f"llama_text_{kind}.bin"
+    r = subprocess.run([PYTHON, str(REPO / "export" / "export.py"), str(folder), str(out)], capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    return folder, out
+
+
+def reference_ids(kind: str, folder: Path, text: str) -> list[int]:
+    """The tokenizer's own implementation: SentencePiece (with its BOS), or Hugging Face's."""
+    if kind == "sentencepiece":
+        import sentencepiece as spm
+        return [1] + spm.SentencePieceProcessor(model_file=str(folder / "tokenizer.model")).encode(text)
+    from test_tokenizer_kinds import hf_ids
+    return hf_ids(folder / "tokenizer.json", [text.encode()])[0]
+
+
+def terminal_output(*args: str) -> bytes:
+    """run's output on a terminal (both streams), colours removed."""
+    import os
+    import pty
+    leader, follower = pty.openpty()
+    p = subprocess.Popen([str(RUN), *args], stdout=follower, stderr=follower, stdin=subprocess.DEVNULL)
+    os.close(follower)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the other end closed
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(leader)
+    assert p.wait(timeout=60) == 0, out
+    return re.sub(rb"\x1b\[[0-9;]*m", b"", out).replace(b"\r\n", b"\n")
+
+
+PROMPT = "And God said, Let there be light: 1024 lamps \u00e9t\u00e9 \u4e2d\u6587 <0x41>"
+
+
+@pytest.mark.parametrize("kind", ["sentencepiece", "tokenizer_json"])
+def test_a_text_prompt_through_the_models_own_tokenizer(kind: str) -> None:
+    """A Llama folder with tokenizer.model or tokenizer.json: -i takes text, --tokenize shows the
+    reference tokenizer's ids and the text piece by piece, --perplexity agrees with the reference
+    model on the reference tokenizer's ids, greedy generation continues as the reference does."""
+    folder, path = tokenizer_folder(kind)
+    model, tok = load_source(str(folder))
+    ids = reference_ids(kind, folder, PROMPT)
+    assert c_tokens(RUN, path, PROMPT.encode()) == ids
+    shown = terminal_output(str(path), "--tokenize", "-i", PROMPT)
+    lead = b"<s>" if kind == "sentencepiece" else b""  # SentencePiece's BOS is shown by its name
+    assert shown == lead + (b" " if kind == "sentencepiece" else b"") + PROMPT.encode() + \
+        f"\n{len(ids)} tokens\n".encode(), shown
+
+    text = (TEXT * 2).encode()
+    file = TMP / f"llama_text_{kind}.txt"
+    file.write_bytes(text)
+    r = run(path, "--perplexity", file)
+    assert r.returncode == 0, r.stderr.decode()
+    got = dict(kv.split("=") for kv in r.stdout.decode().split())
+    text_ids = reference_ids(kind, folder, text.decode())
+    want = perplexity(model, text_ids if kind == "sentencepiece" else [tok.eot_id] + text_ids, len(text))
+    assert int(got["tokens"]) == want["tokens"]
+    assert abs(float(got["nll"]) - want["nll"]) <= 1e-4 * want["nll"]
+
+    out = c_generate(RUN, path, PROMPT.encode(), 24, 0.0, 0, 1.0, 1, extra=("--ignore-eos",))
+    ok, what = generation_agrees(model, tok, ids, out, 24, 0.0, 0, 1.0, 1, ignore_eos=True)
+    assert ok, what

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from common import REPO, RUN, TMP, GPTConfig, as_version_1, char_tokenizer, random_model
+from common import (REPO, RUN, TMP, GPTConfig, as_version, char_tokenizer, random_model, sentencepiece_like,
+                    tokenizer_json_like)
 from model import BIAS_QKV
-from weight_file import write_model
+from weight_file import TOK_BYTE_FALLBACK, TOK_SENTENCEPIECE, write_model
 
 CRC_OFFSET = 104
 TENSORS_OFFSET = 88   # header fields (model.h)
@@ -29,8 +30,9 @@ HEADER = 256
 def valid_file(kind: str = "f32") -> Path:
     """A small valid model: GPT-2's block float32, or quantized (widths of 1 and 2 groups of 32);
     or the Llama family's (RMSNorm, rotary positions with the frequencies in the file, SwiGLU,
-    2 query heads per key/value head, query/key/value biases)."""
-    tok = char_tokenizer()
+    2 query heads per key/value head, query/key/value biases); or GPT-2's block with a
+    SentencePiece or tokenizer.json tokenizer section (merges, rules, token kinds)."""
+    tok = {"sentencepiece": sentencepiece_like, "tokenizer_json": tokenizer_json_like}.get(kind, char_tokenizer)()
     n = len(tok.tokens)
     width = 16 if kind != "q4_0" else 32
     llama = dict(norm="rms", pos="rotary", ffn="swiglu", n_head=4, n_kv_head=2, bias=BIAS_QKV,
@@ -79,7 +81,7 @@ def variants(base: bytes) -> list[tuple[str, bytes]]:
         buf[pos] ^= 1 << (i % 8)
         out.append((f"metadata bit at {pos} flipped", bytes(buf)))
     out.append(("wrong magic", patched(base, "<I", 0, 0x46554747)))
-    for v in (0, 3, 0xFFFFFFFF):
+    for v in (0, 4, 0xFFFFFFFF):
         out.append((f"version {v}", patched(base, "<I", 4, v)))
     # absurd dimensions (products overflowing 32 and 64 bits), each with a valid checksum
     fields = {"n_layer": 12, "n_head": 16, "n_embd": 20, "n_hidden": 24, "n_ctx": 28,
@@ -116,7 +118,7 @@ def variants(base: bytes) -> list[tuple[str, bytes]]:
     second = struct.unpack_from("<Q", base, entry0 + 64 + 48)[0]
     out.append(("tensors overlap", patched(base, "<Q", entry0 + 48, second)))
     # a bad tokenizer section (valid checksum)
-    for name, off, values in [("n_tokens", 0, (0, 1, 10**6, 0xFFFFFFFF)), ("pretokenizer", 4, (3, 0xFFFFFFFF)),
+    for name, off, values in [("n_tokens", 0, (0, 1, 10**6, 0xFFFFFFFF)), ("pretokenizer", 4, (6, 0xFFFFFFFF)),
                               ("eot_id", 8, (10**6, 0x7FFFFFFF, 0xFFFFFFFE)), ("bytes_size", 12, (0, 1, 0xFFFFFFFF))]:
         for v in values:
             out.append((f"tokenizer {name} = {v}", patched(base, "<I", tok_off + off, v)))
@@ -127,6 +129,27 @@ def variants(base: bytes) -> list[tuple[str, bytes]]:
             out.append((f"token offset {i} = {v}", patched(base, "<I", offsets + 4 * i, v)))
     blob = offsets + 4 * (n_tok + 1)
     out.append(("duplicate token", patched(base, "<B", blob + 1, base[blob])))
+    # the section's second part (format version 3): flags, bos, unk, counts, kinds, merges, rules
+    bytes_size = struct.unpack_from("<I", base, tok_off + 12)[0]
+    second = blob + bytes_size + (-(blob + bytes_size - tok_off) % 4)
+    for name, off, values in [("flags", 0, (128, 0xFFFFFFFF, TOK_SENTENCEPIECE, TOK_BYTE_FALLBACK | TOK_SENTENCEPIECE)),
+                              ("bos_id", 4, (n_tok, 0x7FFFFFFF, 0xFFFFFFFE)), ("unk_id", 8, (n_tok, 0xFFFFFFFE)),
+                              ("n_merges", 12, (1 << 20, 0xFFFFFFFF)), ("n_rules", 16, (1 << 20, 0xFFFFFFFF)),
+                              ("rules_size", 20, (1, 1 << 31, 0xFFFFFFFF))]:
+        for v in values:
+            out.append((f"tokenizer {name} = {v}", patched(base, "<I", second + off, v)))
+    kinds = second + 24
+    for i in (0, n_tok - 1):
+        for v in (5, 255):
+            out.append((f"token {i} kind {v}", patched(base, "<B", kinds + i, v)))
+    n_merges, n_rules = struct.unpack_from("<II", base, second + 12)
+    merges = kinds + n_tok + (-n_tok % 4)
+    for i in range(min(3 * n_merges, 6)):
+        out.append((f"merge value {i} = n_tokens", patched(base, "<I", merges + 4 * i, n_tok)))
+    rule_offsets = merges + 12 * n_merges
+    for i in range(2 * n_rules + 1 if n_rules else 0):
+        for v in (0, 1, 0xFFFFFFFF):
+            out.append((f"rule offset {i} = {v}", patched(base, "<I", rule_offsets + 4 * i, v)))
     return [(name, data) for name, data in out if data != base]  # a patch may rewrite a value
 
 
@@ -154,7 +177,7 @@ def run_one(item: tuple[int, tuple[str, bytes]], folder: Path) -> tuple[str, str
     return name, None
 
 
-@pytest.mark.parametrize("kind", ["f32", "q4_0", "llama"])
+@pytest.mark.parametrize("kind", ["f32", "q4_0", "llama", "sentencepiece", "tokenizer_json"])
 def test_malformed_files_give_one_line_errors(kind: str) -> None:
     path = valid_file(kind)
     base = path.read_bytes()
@@ -163,6 +186,10 @@ def test_malformed_files_give_one_line_errors(kind: str) -> None:
     # changes that leave a valid file of another configuration: with rotary positions there is
     # no table of n_ctx rows, and a Llama file's norms read as LayerNorm without bias are valid
     still_valid = {"n_ctx = 3", "n_ctx = 7", "n_ctx = 65536", "norm = 0", "rope_theta 1e-45"} if kind == "llama" else set()
+    if kind == "sentencepiece":  # <unk> and <s> may be empty or other text; without byte
+        # fallback or dummy prefix it is another valid SentencePiece tokenizer (it has <unk>)
+        still_valid = {"token offset 1 = 0", "token offset 1 = 4", "token offset 2 = 7",  # 8 = len("<unk><s>")
+                       "duplicate token", "tokenizer flags = 4", "tokenizer flags = 12"}
     cases = [c for c in variants(base) if c[0] not in still_valid]
     assert len(cases) >= 1000
     folder = TMP / "malformed"
@@ -174,16 +201,17 @@ def test_malformed_files_give_one_line_errors(kind: str) -> None:
     assert not failures, failures[:10]
 
 
-@pytest.mark.parametrize("kind", ["f32", "q4_0"])
-def test_version_1_files_load_and_give_the_same_bytes(kind: str) -> None:
-    """A file written before version 2 (GPT-2's block, no fields from byte 108) loads and gives
-    exactly the logits and text of the same model written as version 2."""
-    v2 = valid_file(kind)
-    v1 = TMP / f"robust_v1_{kind}.bin"
-    v1.write_bytes(as_version_1(v2.read_bytes()))
-    assert struct.unpack_from("<I", v1.read_bytes(), 4)[0] == 1
+@pytest.mark.parametrize("kind,version", [("f32", 1), ("q4_0", 1), ("f32", 2), ("q8_0", 2)])
+def test_earlier_versions_load_and_give_the_same_bytes(kind: str, version: int) -> None:
+    """A file written before version 3 (version 1: GPT-2's block, no fields from byte 108; both:
+    the tokenizer section without its second part) loads and gives exactly the logits and text of
+    the same model written as today."""
+    today = valid_file(kind)
+    old = TMP / f"robust_v{version}_{kind}.bin"
+    old.write_bytes(as_version(today.read_bytes(), version))
+    assert struct.unpack_from("<I", old.read_bytes(), 4)[0] == version
     outs = []
-    for path in (v1, v2):
+    for path in (old, today):
         logits = TMP / f"{path.stem}.logits"
         r = subprocess.run([str(RUN), str(path), "-i", "And the earth", "--logits", str(logits)], capture_output=True)
         assert r.returncode == 0, r.stderr

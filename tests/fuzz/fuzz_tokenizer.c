@@ -1,7 +1,10 @@
-/* libFuzzer target for the tokenizer. The first input byte picks a vocabulary (GPT-2, cl100k or
- * a character vocabulary; tokenizer-only files named by $FUZZ_VOCAB_DIR, which `make fuzz`
- * writes) and what to do with the rest:
- *   high bit clear: encode the bytes, then check that decoding the ids gives them back;
+/* libFuzzer target for the tokenizer. The first input byte picks a vocabulary (GPT-2, cl100k, a
+ * character vocabulary, a SentencePiece one with a normalization rule and byte fallback, a
+ * tokenizer.json one with merges by pairs and NFC; tokenizer-only files in $FUZZ_VOCAB_DIR, which
+ * `make fuzz` writes) and what to do with the rest:
+ *   high bit clear: encode the bytes, then check that the ids are in range and, where the
+ *                   tokenizer keeps the text as it is (byte-level BPE without NFC), that
+ *                   decoding the ids gives the bytes back;
  *   high bit set:   read the bytes as little-endian 32-bit ids, out-of-range ones included,
  *                   and decode them.
  * A broken round trip aborts, which libFuzzer reports with the input. */
@@ -9,13 +12,15 @@
 #define FUZZING
 #include "../../run.c"
 
-static Transformer vocabs[3];
+#define N_VOCABS 5
+static Transformer vocabs[N_VOCABS];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc; (void)argv;
     const char *dir = getenv("FUZZ_VOCAB_DIR");
-    static const char *names[3] = {"gpt2.bin", "cl100k.bin", "char.bin"};
-    for (int i = 0; i < 3; i++) {
+    static const char *names[N_VOCABS] = {"gpt2.bin", "cl100k.bin", "char.bin", "sentencepiece.bin",
+                                          "tokenizer_json.bin"};
+    for (int i = 0; i < N_VOCABS; i++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir ? dir : ".", names[i]);
         if (setjmp(fuzz_escape) == 0) build_transformer(&vocabs[i], path, 1, 0);
@@ -26,7 +31,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
-    Tokenizer *tok = &vocabs[data[0] % 3].tokenizer;
+    Tokenizer *tok = &vocabs[(data[0] & 0x7f) % N_VOCABS].tokenizer;
     const uint8_t *text = data + 1;
     size_t len = size - 1;
     if ((data[0] & 0x80) == 0) {
@@ -34,7 +39,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size_t cap = 0;
         const char *err;
         long n = tokenizer_encode(tok, text, len, &ids, &cap, &err);
-        if (n >= 0) {
+        int keeps_text = !(tok->flags & (TOK_SENTENCEPIECE | TOK_NFC));
+        for (long i = 0; i < n; i++)
+            if (ids[i] >= tok->n_tokens) abort();
+        if (n >= 0 && keeps_text) {
             size_t at = 0;
             for (long i = 0; i < n; i++) {
                 size_t tok_len;
@@ -43,8 +51,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 at += tok_len;
             }
             if (at != len) abort();
-        } else if (tok->pretokenizer != PRETOK_CHAR) {
-            abort(); /* byte-level vocabularies encode every byte string */
+        } else if (n < 0 && tok->pretokenizer != PRETOK_CHAR) {
+            abort(); /* byte-level and byte-fallback vocabularies encode every byte string */
         }
         free(ids);
     } else {

@@ -2,10 +2,10 @@
 
 usage: make_inputs.py seeds DIR    write the seed corpora (committed under tests/fuzz/seeds)
        make_inputs.py vocabs DIR   write the vocabularies fuzz_tokenizer loads (gpt2.bin,
-                                   cl100k.bin, char.bin)
+                                   cl100k.bin, char.bin, sentencepiece.bin, tokenizer_json.bin)
 Seeds for the loader are tiny valid model files covering every switch of the format: GPT-2's
 block as version 1 files (what files written before version 2 are), the Llama family's as
-version 2; seeds for the tokenizer are short texts in several scripts behind each selector byte.
+version 3; seeds for the tokenizer are short texts in several scripts behind each selector byte.
 """
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "export"))
 sys.path.insert(0, str(REPO / "tests"))
 
-from common import GPTConfig, as_version_1, char_tokenizer, gpt2_tokenizer, random_model  # noqa: E402
+from common import (GPTConfig, as_version, char_tokenizer, gpt2_tokenizer, random_model, sentencepiece_like,  # noqa: E402
+                    tokenizer_json_like)
 from model import BIAS_QKV  # noqa: E402
 from weight_file import write_model  # noqa: E402
 from export_tokenizer import load_ranks  # noqa: E402
@@ -43,7 +44,7 @@ def seeds(out: Path) -> None:
     write_model(loader / "tokenizer_only.bin", None, tok)
     for name in [*variants, "q8_0", "q4_0", "tokenizer_only"]:
         path = loader / f"{name}.bin"
-        path.write_bytes(as_version_1(path.read_bytes()))
+        path.write_bytes(as_version(path.read_bytes(), 1))
     llama = dict(norm="rms", pos="rotary", ffn="swiglu", n_head=4, n_kv_head=2, bias=BIAS_QKV, tied_head=False)
     for name, dtype, extra in [("llama", "f32", {}), ("llama_q8_0", "q8_0", {}),
                                ("llama3_freqs_mqa", "q4_0", {"n_kv_head": 1, "bias": 0, "rope_freqs": [1.0, 0.1, 0.01, 0.001]})]:
@@ -52,7 +53,7 @@ def seeds(out: Path) -> None:
     texts = [b"Hello world, it's 2024!\n", "naïve café — 日本語 😀 \u00a0\ufeff".encode(),
              b"  \r\n\t  x  ", b"\xff\xfe invalid \xc3", b"1234567 'S 'll"]
     for i, t in enumerate(texts):
-        for selector in (0, 1, 2):
+        for selector in range(5):
             (tokenizer / f"text{i}_{selector}").write_bytes(bytes([selector]) + t)
     (tokenizer / "ids").write_bytes(bytes([0x80]) + b"".join(i.to_bytes(4, "little") for i in
                                                              (0, 1, 50256, 50257, 100276, 2**32 - 1)))
@@ -64,6 +65,8 @@ def vocabs(out: Path) -> None:
     write_model(out / "cl100k.bin", None,
                 load_ranks(REPO / "node_modules" / "tiktoken" / "encoders" / "cl100k_base.json", None))
     write_model(out / "char.bin", None, char_tokenizer())
+    write_model(out / "sentencepiece.bin", None, sentencepiece_like())
+    write_model(out / "tokenizer_json.bin", None, tokenizer_json_like())
 
 
 if __name__ == "__main__":
