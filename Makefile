@@ -45,8 +45,8 @@ ARM_CC := aarch64-linux-gnu-gcc
 EMULATED := $(ARM_PATHS)
 endif
 FLAGS_scalar := -O3
-FLAGS_avx2 := -O3 -mavx2 -mfma
-FLAGS_avxvnni := -O3 -mavx2 -mfma -mavxvnni
+FLAGS_avx2 := -O3 -mavx2 -mfma -mf16c
+FLAGS_avxvnni := -O3 -mavx2 -mfma -mf16c -mavxvnni
 FLAGS_avx512vnni := -O3 -march=x86-64-v4 -mavx512vnni
 FLAGS_native := -O3 -march=native
 FLAGS_neon := -O3 -march=armv8-a

@@ -60,6 +60,8 @@ static void usage(FILE *f, int max_block) {
         "                            fewer while generating if that is faster: a busy machine)\n"
         "  -c, --ctx N               positions the key/value cache holds: the context of this run\n"
         "                            (default: the model's, at most 4096)\n"
+        "      --cache TYPE          the key/value cache's numbers: f16 (IEEE half precision,\n"
+        "                            the default) or f32\n"
         "      --block N             prompt tokens per forward pass (default %d; 1 = one at a\n"
         "                            time, as generation does)\n"
         "  -h, --help                this text\n"
@@ -123,17 +125,19 @@ typedef struct {
     double temperature, top_p, repeat_penalty;
     uint64_t seed;
     int have_seed, ignore_eos, tokenize, ids_only, info, no_echo, special;
+    int cache_f32;                /* --cache f32: a float32 key/value cache, else binary16 */
     const char **stop;
     int n_stop;
     /* for refusing combinations */
     const char *mode;             /* the tool mode, or NULL for generation */
     const char *generation_flag;  /* the first flag given that only generation uses, or NULL */
     int block_given;              /* --block: only modes that run the model use it */
+    int cache_given;              /* --cache: likewise */
 } Options;
 
 enum { OPT_BLOCK = 255, OPT_THREADS = 256, OPT_IGNORE_EOS, OPT_TOKENIZE, OPT_IDS, OPT_PERPLEXITY, OPT_ATTENTION,
        OPT_INFO, OPT_LOGITS, OPT_STOP, OPT_KEEP, OPT_REPEAT_PENALTY, OPT_REPEAT_LAST, OPT_NO_ECHO, OPT_VERSION,
-       OPT_SAMPLES, OPT_SPECIAL };
+       OPT_SAMPLES, OPT_SPECIAL, OPT_CACHE };
 
 static void set_mode(Options *o, const char *flag) {
     if (o->mode && strcmp(o->mode, flag) != 0) die("%s and %s are two modes: give one at a time", o->mode, flag);
@@ -171,6 +175,7 @@ static Options parse_options(int argc, char **argv, int max_block) {
         {"threads", required_argument, 0, OPT_THREADS},
         {"block", required_argument, 0, OPT_BLOCK},
         {"ctx", required_argument, 0, 'c'},
+        {"cache", required_argument, 0, OPT_CACHE},
         {"ignore-eos", no_argument, 0, OPT_IGNORE_EOS},
         {"stop", required_argument, 0, OPT_STOP},
         {"keep", required_argument, 0, OPT_KEEP},
@@ -214,6 +219,12 @@ static Options parse_options(int argc, char **argv, int max_block) {
         case OPT_THREADS: o.threads = parse_long("--threads", optarg, 1, 1024); break;
         case OPT_BLOCK: o.block = parse_long("--block", optarg, 1, max_block); o.block_given = 1; break;
         case 'c': o.ctx = parse_long("-c/--ctx", optarg, 1, 1L << 20); break;
+        case OPT_CACHE:
+            if (strcmp(optarg, "f16") != 0 && strcmp(optarg, "f32") != 0)
+                die("--cache needs f16 or f32, got '%s'", optarg);
+            o.cache_f32 = strcmp(optarg, "f32") == 0;
+            o.cache_given = 1;
+            break;
         case OPT_IGNORE_EOS: o.ignore_eos = 1; break;
         case OPT_STOP: {
             size_t n = strlen(optarg);
@@ -260,6 +271,7 @@ static Options parse_options(int argc, char **argv, int max_block) {
     if ((o.tokenize || o.info) && o.block_given) die("--block does nothing with %s (it runs no model)", o.mode);
     if (o.tokenize && o.threads > 0) die("--threads does nothing with --tokenize (it runs no model)");
     if (o.tokenize && o.ctx > 0) die("--ctx does nothing with --tokenize (it runs no model)");
+    if (o.tokenize && o.cache_given) die("--cache does nothing with --tokenize (it runs no model)");
     return o;
 }
 

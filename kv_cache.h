@@ -8,6 +8,11 @@
  * The cache holds the n_kv_head key/value heads; with grouped-query attention several query
  * heads read the same one (query head h reads key/value head h / (n_head / n_kv_head)).
  *
+ * The numbers are IEEE binary16 by default (kernels/f16.h: rounded to nearest even as they are
+ * stored, read back exactly): half the memory of float32 and half the bytes each decode step
+ * reads, for a change in the logits of the order of binary16's precision (2^-11 relative);
+ * --cache f32 keeps float32.
+ *
  * Layout, per sequence, layer and key/value head (HeadAttention's, so that a vector holds 16
  * positions' keys at once):
  *   keys    (head_size, ctx16): transposed, dimension d of position j at [d * ctx16 + j],
@@ -25,14 +30,20 @@
 #include <string.h>
 
 #include "kernels/attention.h"
+#include "kernels/f16.h"
 #include "kernels/simd.h"
 
 typedef struct {
-    float *keys;   /* (n_seq, n_layer, n_kv_head, head_size, ctx16) */
-    float *values; /* (n_seq, n_layer, n_kv_head, n_ctx, hs16) */
+    void *keys;    /* (n_seq, n_layer, n_kv_head, head_size, ctx16) of uint16_t or float */
+    void *values;  /* (n_seq, n_layer, n_kv_head, n_ctx, hs16) of uint16_t or float */
+    CacheType type;
+    size_t number; /* bytes of one number: 2 (binary16) or 4 (float32) */
     int n_layer, n_kv_head, head_size, n_ctx;
     int ctx16, hs16;
 } KVCache;
+
+static size_t cache_number_bytes(CacheType type) { return type == CACHE_F16 ? sizeof(uint16_t) : sizeof(float); }
+static const char *cache_type_name(CacheType type) { return type == CACHE_F16 ? "f16" : "f32"; }
 
 /* Where the T tokens of a forward() call are: consecutive positions pos, pos+1, ... of one
  * sequence (a prompt's block, or a decode step of a single run), or, with samples, the next
@@ -48,17 +59,18 @@ static int position_of(const Positions *at, int i) { return at->samples ? at->po
 static int sequence_of(const Positions *at, int i) { return at->samples ? at->samples[i] : at->seq; }
 
 /* Bytes of one sequence's keys (or values): per layer and key/value head, head_size x ctx16
- * keys or n_ctx x hs16 values, which are the same number of floats. As a double, for the memory
+ * keys or n_ctx x hs16 values, which are the same count of numbers. As a double, for the memory
  * check before anything is allocated (dimensions up to the loader's bounds cannot overflow it). */
-static double kv_cache_bytes(int n_layer, int n_kv_head, int head_size, int n_ctx) {
-    return (double)n_layer * n_kv_head * round_up16(n_ctx) * round_up16(head_size) * sizeof(float);
+static double kv_cache_bytes(int n_layer, int n_kv_head, int head_size, int n_ctx, CacheType type) {
+    return (double)n_layer * n_kv_head * round_up16(n_ctx) * round_up16(head_size) * (double)cache_number_bytes(type);
 }
 
 /* Zeroed caches for n_seq sequences, touched now (util.h) rather than in the first forward pass. */
-static void build_kv_cache(KVCache *kv, int n_layer, int n_kv_head, int head_size, int n_ctx, int n_seq) {
-    *kv = (KVCache){.n_layer = n_layer, .n_kv_head = n_kv_head, .head_size = head_size, .n_ctx = n_ctx,
-                    .ctx16 = round_up16(n_ctx), .hs16 = round_up16(head_size)};
-    double bytes = kv_cache_bytes(n_layer, n_kv_head, head_size, n_ctx) * n_seq;
+static void build_kv_cache(KVCache *kv, int n_layer, int n_kv_head, int head_size, int n_ctx, int n_seq,
+                           CacheType type) {
+    *kv = (KVCache){.type = type, .number = cache_number_bytes(type), .n_layer = n_layer, .n_kv_head = n_kv_head,
+                    .head_size = head_size, .n_ctx = n_ctx, .ctx16 = round_up16(n_ctx), .hs16 = round_up16(head_size)};
+    double bytes = kv_cache_bytes(n_layer, n_kv_head, head_size, n_ctx, type) * n_seq;
     if (bytes > (double)(SIZE_MAX / 2)) die("model file: the key/value cache would need %.3g bytes", bytes);
     kv->keys = calloc_or_die((size_t)bytes, "key cache");
     kv->values = calloc_or_die((size_t)bytes, "value cache");
@@ -70,12 +82,29 @@ static void free_kv_cache(KVCache *kv) {
     memset(kv, 0, sizeof *kv);
 }
 
-/* Key/value head h's keys (or values) in layer l's cache of sequence seq. */
+/* Key/value head h's keys (or values) in layer l's cache of sequence seq: the byte offset. */
 static size_t head_offset(const KVCache *kv, int seq, int l, int h) {
-    return (((size_t)seq * kv->n_layer + l) * kv->n_kv_head + h) * (size_t)kv->ctx16 * kv->hs16;
+    return (((size_t)seq * kv->n_layer + l) * kv->n_kv_head + h) * (size_t)kv->ctx16 * kv->hs16 * kv->number;
 }
-static float *head_keys(const KVCache *kv, int seq, int l, int h) { return kv->keys + head_offset(kv, seq, l, h); }
-static float *head_values(const KVCache *kv, int seq, int l, int h) { return kv->values + head_offset(kv, seq, l, h); }
+static void *head_keys(const KVCache *kv, int seq, int l, int h) { return (char *)kv->keys + head_offset(kv, seq, l, h); }
+static void *head_values(const KVCache *kv, int seq, int l, int h) { return (char *)kv->values + head_offset(kv, seq, l, h); }
+
+/* n floats into a cache's numbers at dst, every stride-th one (stride 1: consecutive). */
+static void cache_put(const KVCache *kv, void *dst, const float *src, int n, size_t stride) {
+    if (kv->type == CACHE_F32) {
+        float *out = dst;
+        for (int i = 0; i < n; i++) out[(size_t)i * stride] = src[i];
+    } else if (stride == 1) {
+        f16_store(dst, src, n);
+    } else {
+        uint16_t *out = dst, halves[16];
+        for (int i0 = 0; i0 < n; i0 += 16) { /* converted 16 at a time, then spread */
+            int m = min_int(16, n - i0);
+            f16_store(halves, src + i0, m);
+            for (int i = 0; i < m; i++) out[(size_t)(i0 + i) * stride] = halves[i];
+        }
+    }
+}
 
 /* Layer l's keys and values of the T tokens into their sequences' caches: token i's key of
  * key/value head h is keys[i * stride + h * head_size ..], its value values[i * stride + h *
@@ -87,10 +116,10 @@ static void store_keys_values(const KVCache *kv, int l, const float *keys, const
     for (h = 0; h < kv->n_kv_head; h++) {
         for (int i = 0; i < T; i++) {
             int seq = sequence_of(at, i), pos = position_of(at, i);
-            float *head_k = head_keys(kv, seq, l, h), *head_v = head_values(kv, seq, l, h);
             const float *key = keys + i * stride + h * hs, *value = values + i * stride + h * hs;
-            for (int d = 0; d < hs; d++) head_k[(size_t)d * kv->ctx16 + pos] = key[d];
-            memcpy(head_v + (size_t)pos * kv->hs16, value, (size_t)hs * sizeof(float));
+            /* the key transposed: dimension d at [d * ctx16 + pos]; the value at [pos * hs16] */
+            cache_put(kv, (char *)head_keys(kv, seq, l, h) + (size_t)pos * kv->number, key, hs, (size_t)kv->ctx16);
+            cache_put(kv, (char *)head_values(kv, seq, l, h) + (size_t)pos * kv->hs16 * kv->number, value, hs, 1);
         }
     }
 }
@@ -100,10 +129,11 @@ static void store_keys_values(const KVCache *kv, int l, const float *keys, const
 static void copy_sequence(const KVCache *kv, int from, int to, long n) {
     for (int l = 0; l < kv->n_layer; l++)
         for (int h = 0; h < kv->n_kv_head; h++) {
+            size_t row = (size_t)kv->ctx16 * kv->number; /* one dimension's keys */
             for (int d = 0; d < kv->head_size; d++)
-                memcpy(head_keys(kv, to, l, h) + (size_t)d * kv->ctx16, head_keys(kv, from, l, h) + (size_t)d * kv->ctx16,
-                       (size_t)n * sizeof(float));
-            memcpy(head_values(kv, to, l, h), head_values(kv, from, l, h), (size_t)n * kv->hs16 * sizeof(float));
+                memcpy((char *)head_keys(kv, to, l, h) + d * row, (char *)head_keys(kv, from, l, h) + d * row,
+                       (size_t)n * kv->number);
+            memcpy(head_values(kv, to, l, h), head_values(kv, from, l, h), (size_t)n * kv->hs16 * kv->number);
         }
 }
 
@@ -138,7 +168,7 @@ static void multi_head_attention(const KVCache *kv, int l, int n_head, int T, co
         HeadAttention b = {
             .query = queries + (size_t)i * q_stride + h * hs, .query_stride = q_stride,
             .keys = head_keys(kv, seq, l, h / group), .key_stride = kv->ctx16,
-            .values = head_values(kv, seq, l, h / group), .value_stride = kv->hs16,
+            .values = head_values(kv, seq, l, h / group), .value_stride = kv->hs16, .cache = kv->type,
             .out = out + (size_t)i * out_stride + h * hs, .out_stride = out_stride,
             .pos = pos, .nq = min_int(per_tile, T - i), .head_size = hs,
             /* for the attention picture: row pos of this head's (len, len) weights */

@@ -45,8 +45,8 @@
 #define PREFILL_BLOCK 128
 
 /* Positions a run holds in its key/value cache unless -c/--ctx says otherwise: the model's
- * context, but at most this many. The cache of Llama 3.2 1B's 131072 positions would be 8.6 GB
- * of float32 (16 layers x 8 key/value heads x 64 x 131072 x 2 x 4 bytes), allocated and
+ * context, but at most this many. The cache of Llama 3.2 1B's 131072 positions would be 4.3 GB
+ * of binary16 (16 layers x 8 key/value heads x 64 x 131072 x 2 x 2 bytes), allocated and
  * touched at load, for positions few prompts reach. */
 #define DEFAULT_CONTEXT 4096
 
@@ -87,12 +87,13 @@ static double physical_memory(void) {
 
 /* Buffers for forward() and key/value caches for n_seq sequences. More samples than this
  * machine's memory holds are refused here, before anything is allocated for them. */
-static void build_state(RunState *s, const Config *c, int n_seq, size_t file_size) {
+static void build_state(RunState *s, const Config *c, int n_seq, CacheType cache_type, size_t file_size) {
     size_t C = (size_t)c->n_embd, H = (size_t)c->n_hidden, B;
     s->block = c->n_ctx < PREFILL_BLOCK ? c->n_ctx : PREFILL_BLOCK;
     s->rows = max_int(s->block, n_seq);
     s->att.slice = attention_scratch_floats(c->n_ctx, c->head_size);
-    double cache = kv_cache_bytes(c->n_layer, c->n_kv_head, c->head_size, c->n_ctx), memory = physical_memory();
+    double cache = kv_cache_bytes(c->n_layer, c->n_kv_head, c->head_size, c->n_ctx, cache_type);
+    double memory = physical_memory();
     /* per sequence: its caches, a row of every buffer, its attention scratch and its sampler */
     double per_seq = 2 * cache + 4.0 * (3 * C + (size_t)c->qkv_dim + 2 * H + (size_t)c->vocab_size) + C +
                      4.0 * (double)c->n_head * (double)s->att.slice + 25.0 * c->vocab_size;
@@ -110,7 +111,7 @@ static void build_state(RunState *s, const Config *c, int n_seq, size_t file_siz
     s->att.buffer = calloc_or_die(attention_jobs(s->block, n_seq, c->n_head) * s->att.slice * sizeof(float), "attention");
     if (!matmul_scratch_init(&s->mm, s->rows, C > H ? (int)C : (int)H, c->weight_type))
         die("out of memory for the matrix products' buffers");
-    build_kv_cache(&s->kv, c->n_layer, c->n_kv_head, c->head_size, c->n_ctx, n_seq);
+    build_kv_cache(&s->kv, c->n_layer, c->n_kv_head, c->head_size, c->n_ctx, n_seq, cache_type);
 }
 
 static void free_state(RunState *s) {
@@ -128,13 +129,13 @@ static void load_model(Transformer *t, const uint8_t *data, size_t size) {
 /* What generation needs beyond the file: the sinusoid or rotary tables, the run-time buffers
  * and, for the kernels that want it, the weight matrices rearranged once (kernels/matmul.h's
  * prepare_weights). */
-static void build_run(Transformer *t, int n_seq) {
+static void build_run(Transformer *t, int n_seq, CacheType cache) {
     const Config *c = &t->config;
     TransformerWeights *w = &t->weights;
     if (c->pos_kind == POS_SINUSOIDAL) w->wpe = w->sinusoid = sinusoid_table(c->n_ctx, c->n_embd);
     if (c->pos_kind == POS_ROTARY)
         rotary_tables(&w->rope_cos, &w->rope_sin, c->n_ctx, c->head_size, c->rope_theta, w->rope_freqs);
-    build_state(&t->state, c, n_seq, t->file.size);
+    build_state(&t->state, c, n_seq, cache, t->file.size);
     int count = 0;
     Matrix **matrices = calloc_or_die((5 * (size_t)c->n_layer + 1) * sizeof(Matrix *), "matrix list");
     for (int l = 0; l < c->n_layer; l++) {
@@ -169,15 +170,15 @@ static void limit_context(Transformer *t, long ctx) {
 }
 
 /* The model at path, ready to run n_seq sequences at once (1, or --samples) over a context of
- * ctx positions (0: the default, limit_context()). */
-static void build_transformer(Transformer *t, const char *path, int n_seq, long ctx) {
+ * ctx positions (0: the default, limit_context()), with a key/value cache of that type. */
+static void build_transformer(Transformer *t, const char *path, int n_seq, long ctx, CacheType cache) {
     memset(t, 0, sizeof *t);
     double start = now_seconds();
     map_model_file(&t->file, path);
     load_model(t, t->file.data, t->file.size);
     if (t->config.n_layer > 0) {
         limit_context(t, ctx);
-        build_run(t, n_seq);
+        build_run(t, n_seq, cache);
     }
     t->load_seconds = now_seconds() - start;
 }
@@ -980,6 +981,9 @@ static void print_info(const Transformer *t, const char *path) {
     print_block_design(c);
     printf("vocab_size %d (padded to %d), norm_eps %g, head %s, weights %s\n", c->vocab_size, c->vocab_padded,
            (double)c->norm_eps, c->tied_head ? "tied" : "separate", weight_format(c->weight_type)->name);
+    const KVCache *kv = &t->state.kv;
+    printf("key/value cache: %s, %d positions, %.1f MB\n", cache_type_name(kv->type), kv->n_ctx,
+           2 * kv_cache_bytes(kv->n_layer, kv->n_kv_head, kv->head_size, kv->n_ctx, kv->type) / 1e6);
     printf("%-22s %12s %12s\n", "section", "offset", "bytes");
     printf("%-22s %12d %12u\n", "header", 0, HEADER_SIZE);
     printf("%-22s %12llu %12llu\n", "tokenizer", (unsigned long long)h->tokenizer_offset,
@@ -1004,7 +1008,8 @@ int main(int argc, char **argv) {
     uint8_t *text = takes_prompt(&o) ? read_prompt(&o, &text_len) : NULL;
 
     Transformer transformer;
-    build_transformer(&transformer, o.model_path, o.mode ? 1 : (int)o.samples, o.ctx);
+    build_transformer(&transformer, o.model_path, o.mode ? 1 : (int)o.samples, o.ctx,
+                      o.cache_f32 ? CACHE_F32 : CACHE_F16);
     const Config *c = &transformer.config;
     if (transformer.state.block > o.block) transformer.state.block = (int)o.block;
     transformer.tokenizer.parse_special = o.special;

@@ -1,7 +1,9 @@
 /* kernels/attention.h: causal attention of one head, for consecutive queries of one sequence
  * over that head's keys and values in the key/value cache, computed as kernels/simd.h defines
  * (scores, softmax, weighted sum of values). kv_cache.h lays the cache out and splits the work
- * of a layer's heads between threads. */
+ * of a layer's heads between threads. The cache holds binary16 numbers (kernels/f16.h) or
+ * float32 (--cache f32); either way they are read as float32 (a half converts exactly), so the
+ * arithmetic below is the same for both. */
 #ifndef KERNELS_ATTENTION_H
 #define KERNELS_ATTENTION_H
 
@@ -9,8 +11,12 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "f16.h"
 #include "ops.h"
 #include "simd.h"
+
+/* The number format of the key/value cache: float32, or IEEE binary16 (the default; --cache). */
+typedef enum { CACHE_F32 = 0, CACHE_F16 = 1 } CacheType;
 
 /* Causal attention of nq consecutive queries of one head, at positions pos..pos+nq-1: query i
  * weighs keys 0..pos+i by softmax(query . key / sqrt(head_size)) (later keys are masked: weight
@@ -20,10 +26,11 @@
 typedef struct {
     const float *query;  /* nq queries of head_size floats, query_stride floats apart */
     int query_stride;
-    const float *keys;   /* (head_size, key_stride): this head's keys, transposed */
+    const void *keys;    /* (head_size, key_stride): this head's keys, transposed */
     int key_stride;      /* round_up16(n_ctx) */
-    const float *values; /* (n_ctx, value_stride): this head's values */
+    const void *values;  /* (n_ctx, value_stride): this head's values */
     int value_stride;    /* round_up16(head_size) */
+    CacheType cache;     /* the numbers of keys and values: float or uint16_t (binary16) */
     float *out;          /* nq outputs of head_size floats, out_stride floats apart */
     int out_stride;
     int pos, nq, head_size;
@@ -31,6 +38,11 @@ typedef struct {
                             weights_stride (pos + i + 1 values): the --attention picture */
     int weights_stride;
 } HeadAttention;
+
+/* VW cached numbers from number i of a head's keys or values, as floats. */
+static inline vf load_cached(const void *head, size_t i, CacheType cache) {
+    return cache == CACHE_F16 ? vf_load_f16((const uint16_t *)head + i) : vf_load((const float *)head + i);
+}
 
 /* Prefill hands attention() tiles of up to QUERY_TILE consecutive queries of one head; each
  * call needs scratch of attention_scratch_floats() floats. */
@@ -50,18 +62,18 @@ static void attention_one(const HeadAttention *b, int i, float *att, float *qs) 
     for (; j + 4 * VW <= n; j += 4 * VW) {
         vf s0 = vf_set1(0.0f), s1 = s0, s2 = s0, s3 = s0;
         for (int d = 0; d < hs; d++) {
-            const float *k = b->keys + (size_t)d * ks + j;
+            size_t k = (size_t)d * ks + j;
             vf q = vf_set1(qs[d]);
-            s0 = vf_fma(q, vf_load(k), s0);
-            s1 = vf_fma(q, vf_load(k + VW), s1);
-            s2 = vf_fma(q, vf_load(k + 2 * VW), s2);
-            s3 = vf_fma(q, vf_load(k + 3 * VW), s3);
+            s0 = vf_fma(q, load_cached(b->keys, k, b->cache), s0);
+            s1 = vf_fma(q, load_cached(b->keys, k + VW, b->cache), s1);
+            s2 = vf_fma(q, load_cached(b->keys, k + 2 * VW, b->cache), s2);
+            s3 = vf_fma(q, load_cached(b->keys, k + 3 * VW, b->cache), s3);
         }
         vf_store(att + j, s0); vf_store(att + j + VW, s1); vf_store(att + j + 2 * VW, s2); vf_store(att + j + 3 * VW, s3);
     }
     for (; j < n; j += VW) { /* rows are round_up16(n_ctx) long: a part vector reads cache, not past it */
         vf s = vf_set1(0.0f);
-        for (int d = 0; d < hs; d++) s = vf_fma(vf_set1(qs[d]), vf_load(b->keys + (size_t)d * ks + j), s);
+        for (int d = 0; d < hs; d++) s = vf_fma(vf_set1(qs[d]), load_cached(b->keys, (size_t)d * ks + j, b->cache), s);
         vf_store(att + j, s);
     }
     softmax(att, n);
@@ -71,8 +83,8 @@ static void attention_one(const HeadAttention *b, int i, float *att, float *qs) 
         vf acc[4] = {vf_set1(0.0f), vf_set1(0.0f), vf_set1(0.0f), vf_set1(0.0f)};
         for (j = 0; j < n; j++) {
             vf weight = vf_set1(att[j]);
-            const float *v = b->values + (size_t)j * vs + d0;
-            for (int u = 0; u < vectors; u++) acc[u] = vf_fma(weight, vf_load(v + u * VW), acc[u]);
+            size_t v = (size_t)j * vs + d0;
+            for (int u = 0; u < vectors; u++) acc[u] = vf_fma(weight, load_cached(b->values, v + u * VW, b->cache), acc[u]);
         }
         for (int u = 0; u < vectors; u++) {
             float part[VW];
@@ -84,6 +96,15 @@ static void attention_one(const HeadAttention *b, int i, float *att, float *qs) 
 }
 
 #if defined(__AVX512F__)
+/* Four cached numbers from number i of a head's keys, as floats. */
+static inline void keys4(const HeadAttention *b, size_t i, float *k) {
+    if (b->cache == CACHE_F16)
+        _mm_storeu_ps(k, _mm512_castps512_ps128(_mm512_cvtph_ps(
+                             _mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)((const uint16_t *)b->keys + i))))));
+    else
+        memcpy(k, (const float *)b->keys + i, 4 * sizeof(float));
+}
+
 /* The same computation for queries q0..q0+15 of a tile (fewer at its end) with the queries in
  * the lanes of a register, so that scores need no horizontal sums (head_size a multiple of 16):
  *   qt (hs, 16): the queries transposed, times 1/sqrt(hs);
@@ -107,7 +128,8 @@ static void attention_lanes16(const HeadAttention *b, int q0, float *scratch) {
         __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
         for (int d = 0; d < hs; d++) {
             __m512 qv = _mm512_loadu_ps(qt + d * 16);
-            const float *k = b->keys + (size_t)d * ks + j; /* keys j..j+3: within the row */
+            float k[4]; /* keys j..j+3: within the row */
+            keys4(b, (size_t)d * ks + j, k);
             s0 = _mm512_fmadd_ps(qv, _mm512_set1_ps(k[0]), s0);
             s1 = _mm512_fmadd_ps(qv, _mm512_set1_ps(k[1]), s1);
             s2 = _mm512_fmadd_ps(qv, _mm512_set1_ps(k[2]), s2);
@@ -137,7 +159,7 @@ static void attention_lanes16(const HeadAttention *b, int q0, float *scratch) {
             __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
             int last = p0 + min_int(q4 + 4, nq); /* keys 0..last-1 */
             for (j = 0; j < last; j++) {
-                __m512 v = _mm512_loadu_ps(b->values + (size_t)j * vs + d);
+                __m512 v = load_cached(b->values, (size_t)j * vs + d, b->cache);
                 const float *w = att + (size_t)j * 16 + q4;
                 a0 = _mm512_fmadd_ps(_mm512_set1_ps(w[0]), v, a0);
                 a1 = _mm512_fmadd_ps(_mm512_set1_ps(w[1]), v, a1);

@@ -17,8 +17,8 @@ from pathlib import Path
 
 X86_PATHS = {  # path -> CPU flags (/proc/cpuinfo) it needs
     "scalar": [],
-    "avx2": ["avx2", "fma"],
-    "avxvnni": ["avx2", "fma", "avx_vnni"],
+    "avx2": ["avx2", "fma", "f16c"],
+    "avxvnni": ["avx2", "fma", "f16c", "avx_vnni"],
     "avx512vnni": ["avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl", "avx512_vnni"],  # x86-64-v4 + VNNI
     "native": [],
 }

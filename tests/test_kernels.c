@@ -381,6 +381,108 @@ static void check_attention_bits(int pos, int nq, int hs) {
     free_attention_case(&a);
 }
 
+/* ---- the binary16 key/value cache ------------------------------------------------------ */
+
+/* float32 -> binary16 and back against values worked out by hand (a half: sign, 5 exponent
+ * bits with bias 15, 10 fraction bits; round to nearest, ties to even). */
+static void check_f16_by_hand(void) {
+    static const struct { float f; uint16_t h; const char *why; } cases[] = {
+        {1.0f, 0x3C00, "1 = 2^0: exponent 15"},
+        {-2.0f, 0xC000, "-2: sign, exponent 16"},
+        {0.1f, 0x2E66, "0.1 = 1.6 x 2^-4: exponent 11, fraction round(0.6 x 1024) = 614"},
+        {65504.0f, 0x7BFF, "65504, the largest half"},
+        {65519.0f, 0x7BFF, "65519 rounds down to 65504"},
+        {65520.0f, 0x7C00, "65520: the tie between 65504 and 65536 goes to the even one, infinity"},
+        {1e6f, 0x7C00, "1e6 overflows to infinity"},
+        {INFINITY, 0x7C00, "infinity"},
+        {-0.0f, 0x8000, "-0"},
+        {6.103515625e-05f, 0x0400, "2^-14, the smallest normal half"},
+        {5.9604644775390625e-08f, 0x0001, "2^-24, the smallest subnormal"},
+        {2.98023223876953125e-08f, 0x0000, "2^-25: the tie between 0 and 2^-24 goes to 0"},
+        {8.94069671630859375e-08f, 0x0002, "3 x 2^-25: the tie between 1 and 2 x 2^-24 goes to 2"},
+        {1.00048828125f, 0x3C00, "1 + 2^-11: the tie between 1 and 1 + 2^-10 goes to 1"},
+        {1.00146484375f, 0x3C02, "1 + 3 x 2^-11: the tie goes to the even fraction 2"},
+        {1.0009765625f, 0x3C01, "1 + 2^-10: exact"},
+    };
+    char what[160];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        float same[16]; /* a whole vector of it, so that this build's vector conversion runs */
+        uint16_t h = f16_from_f32(cases[i].f), stored[16];
+        for (int k = 0; k < 16; k++) same[k] = cases[i].f;
+        f16_store(stored, same, 16);
+        snprintf(what, sizeof what, "binary16 of %s", cases[i].why);
+        expect_near(what, h, cases[i].h, 0);
+        snprintf(what, sizeof what, "binary16 of %s, this build's conversion", cases[i].why);
+        expect_near(what, stored[15], cases[i].h, 0);
+    }
+    expect_near("binary16 of NaN is NaN", f32_from_f16(f16_from_f32(NAN)) != f32_from_f16(f16_from_f32(NAN)), 1, 0);
+    static const struct { uint16_t h; double f; } back[] = {
+        {0x3555, 0.333251953125 /* (1 + 341/1024) / 4: 1/3 rounded */}, {0x7BFF, 65504}, {0x0400, 6.103515625e-05},
+        {0x3C01, 1.0009765625}, {0x0001, 5.9604644775390625e-08}, {0x03FF, 6.0975551605224609e-05 /* 1023 x 2^-24 */},
+        {0xC000, -2}, {0x7C00, INFINITY}, {0xFC00, -INFINITY}};
+    for (size_t i = 0; i < sizeof back / sizeof back[0]; i++) {
+        snprintf(what, sizeof what, "binary16 0x%04X back to float32", back[i].h);
+        if (isinf(back[i].f)) expect_near(what, f32_from_f16(back[i].h) == back[i].f, 1, 0);
+        else expect_near(what, f32_from_f16(back[i].h), back[i].f, 0);
+    }
+    expect_near("binary16 0x8000 back to float32 is -0", signbit(f32_from_f16(0x8000)) != 0, 1, 0);
+}
+
+/* This build's conversions (F16C, AVX-512, NEON where it has them) against the portable C ones:
+ * every 4099th float32 bit pattern to binary16 (NaNs only need to stay NaNs), and all 65536
+ * halves back. */
+static void check_f16_conversions(void) {
+    enum { N = 1048576 };
+    float *f = malloc(sizeof(float) * N), *back = malloc(sizeof(float) * N), *want = malloc(sizeof(float) * N);
+    uint16_t *h = malloc(sizeof(uint16_t) * N), *hw = malloc(sizeof(uint16_t) * N);
+    for (uint32_t i = 0; i < N; i++) {
+        uint32_t bits = i * 4099u;
+        memcpy(&f[i], &bits, sizeof bits);
+    }
+    f16_store(h, f, N - 3); /* a length that leaves a part vector */
+    h[N - 3] = f16_from_f32(f[N - 3]), h[N - 2] = f16_from_f32(f[N - 2]), h[N - 1] = f16_from_f32(f[N - 1]);
+    size_t differ = 0;
+    for (uint32_t i = 0; i < N; i++) {
+        uint16_t p = f16_from_f32(f[i]);
+        int nan = (p & 0x7C00) == 0x7C00 && (p & 0x3FF), got_nan = (h[i] & 0x7C00) == 0x7C00 && (h[i] & 0x3FF);
+        if (nan ? !got_nan : h[i] != p) differ++;
+    }
+    checks++;
+    printf("%s this build's float32 -> binary16 against the portable C one: %zu of %d differ\n",
+           differ ? "not ok" : "ok", differ, N);
+    if (differ) failures++;
+    for (uint32_t i = 0; i < 65536; i++) hw[i] = (uint16_t)i, want[i] = f32_from_f16((uint16_t)i);
+    for (uint32_t i = 0; i < 65536; i += VW) vf_store(back + i, vf_load_f16(hw + i));
+    for (uint32_t i = 0; i < 65536; i++) /* NaN halves: both NaN, with any payload */
+        if (want[i] != want[i] && back[i] != back[i]) back[i] = want[i];
+    expect_bits("this build's binary16 -> float32 against the portable C one, every half", back, want, 65536);
+    free(f); free(back); free(want); free(h); free(hw);
+}
+
+/* attention() over a binary16 cache gives the bits of attention() over a float32 cache holding
+ * the same (converted) numbers: reading halves changes nothing but the load, on every path. */
+static void check_attention_f16(int pos, int nq, int hs) {
+    AttentionCase a = attention_case(pos, nq, hs);
+    int n_keys = pos + nq;
+    size_t nk = (size_t)hs * a.block.key_stride, nv = (size_t)n_keys * a.block.value_stride;
+    uint16_t *keys16 = malloc(sizeof(uint16_t) * nk), *values16 = malloc(sizeof(uint16_t) * nv);
+    for (size_t i = 0; i < nk; i++) keys16[i] = f16_from_f32(a.keys[i]), a.keys[i] = f32_from_f16(keys16[i]);
+    for (size_t i = 0; i < nv; i++) values16[i] = f16_from_f32(a.v[i]), a.v[i] = f32_from_f16(values16[i]);
+    attention(&a.block, a.scratch);
+    float *want = malloc(sizeof(float) * nq * hs), *want_weights = malloc(sizeof(float) * nq * n_keys);
+    memcpy(want, a.out, sizeof(float) * nq * hs);
+    memcpy(want_weights, a.weights, sizeof(float) * nq * n_keys);
+    HeadAttention half = a.block;
+    half.keys = keys16, half.values = values16, half.cache = CACHE_F16;
+    attention(&half, a.scratch);
+    char what[120];
+    snprintf(what, sizeof what, "attention of %d queries from position %d, head size %d, binary16 cache", nq, pos, hs);
+    expect_bits(what, a.out, want, (size_t)nq * hs);
+    expect_bits("  and its weights", a.weights, want_weights, (size_t)nq * n_keys);
+    free(keys16); free(values16); free(want); free(want_weights);
+    free_attention_case(&a);
+}
+
 /* The team-size choice of decode (run.c's ThreadChoice) on a made-up machine whose time per
  * token for each team size is given: ms[k] for team size k (k = 1, 2, 4, 8), from token
  * `change` on ms_after. Returns the team size in use at the end; *tokens_with[k] counts the
@@ -658,7 +760,10 @@ int main(void) {
     for (int i = 0; i < 6; i++) {
         check_attention(cases[i][0], cases[i][1], cases[i][2]);
         check_attention_bits(cases[i][0], cases[i][1], cases[i][2]);
+        check_attention_f16(cases[i][0], cases[i][1], cases[i][2]);
     }
+    check_f16_by_hand();
+    check_f16_conversions();
     check_elementwise_bits();
 
     printf("%d passed, %d failed\n", checks - failures, failures);

@@ -19,7 +19,7 @@ int main(int argc, char **argv) {
     }
     if (argc < 2) die("usage: tokenize_lines MODEL.bin [--special] [--decode] < RECORDS");
     Transformer t;
-    build_transformer(&t, argv[1], 1, 0);
+    build_transformer(&t, argv[1], 1, 0, CACHE_F16);
     t.tokenizer.parse_special = special;
     uint8_t *text = NULL;
     uint32_t *ids = NULL;

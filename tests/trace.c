@@ -75,7 +75,7 @@ int main(int argc, char **argv) {
     size_t len;
     uint8_t *text = read_file_or_die(argv[2], &len);
     int samples = strncmp(argv[3], "samples:", 8) == 0 ? (int)parse_long("samples", argv[3] + 8, 1, 64) : 0;
-    build_transformer(&model, argv[1], samples ? samples : 1, 0);
+    build_transformer(&model, argv[1], samples ? samples : 1, 0, CACHE_F16);
     int block = samples ? PREFILL_BLOCK : (int)parse_long("BLOCK", argv[3], 1, PREFILL_BLOCK);
     if (model.state.block > block) model.state.block = block;
     long n;

@@ -17,7 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const Config *c = &t.config;
         uint64_t cache = (uint64_t)c->n_layer * (uint64_t)c->n_ctx * (uint64_t)c->n_embd;
         if (c->n_layer > 0 && cache < (1u << 22) && (uint64_t)c->n_ctx * c->n_embd < (1u << 22)) {
-            build_run(&t, 1);
+            build_run(&t, 1, CACHE_F16);
             uint32_t token = (uint32_t)c->vocab_size - 1;
             forward(&t, &token, 1, in_sequence(0, 0), 0);
         }

@@ -23,7 +23,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     for (int i = 0; i < N_VOCABS; i++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir ? dir : ".", names[i]);
-        if (setjmp(fuzz_escape) == 0) build_transformer(&vocabs[i], path, 1, 0);
+        if (setjmp(fuzz_escape) == 0) build_transformer(&vocabs[i], path, 1, 0, CACHE_F16);
         else { fprintf(stderr, "fuzz_tokenizer: cannot load %s\n", path); abort(); }
     }
     return 0;

@@ -1,0 +1,88 @@
+/* kernels/f16.h: IEEE 754 binary16 ("half precision"), the key/value cache's default number
+ * format (kv_cache.h). A half has 1 sign bit, 5 exponent bits (bias 15) and 10 fraction bits:
+ * 11 significant bits against float32's 24, largest finite value 65504, smallest normal 2^-14,
+ * subnormals down to 2^-24.
+ *
+ * float32 -> half rounds to nearest, ties to even (IEEE 754's default); past 65504 (from 65520
+ * on, the tie that rounds to even away from 65504) gives infinity, NaN stays NaN. half ->
+ * float32 is exact. Every path converts with the same rounding, so the cache holds the same
+ * bits on every CPU: F16C's and AVX-512's conversion instructions on x86, NEON's on ARM (their
+ * rounding mode is the default, round to nearest even), and the portable C below everywhere
+ * else. tests/test_kernels.c checks them against each other and against hand-worked values. */
+#ifndef KERNELS_F16_H
+#define KERNELS_F16_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "simd.h"
+
+/* float32 -> binary16, round to nearest even, in portable C. */
+static inline uint16_t f16_from_f32(float f) {
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    uint32_t mag = x & 0x7FFFFFFFu;
+    if (mag > 0x7F800000u) return sign | 0x7E00u;  /* NaN: a quiet NaN */
+    if (mag >= 0x477FF000u) return sign | 0x7C00u; /* >= 65520 (and infinity): infinity */
+    if (mag >= 0x38800000u) {                      /* >= 2^-14: a normal half */
+        uint32_t h = mag - 0x38000000u;            /* the exponent's bias 127 -> 15 */
+        h += 0xFFFu + ((h >> 13) & 1u);            /* + half an ulp, less one when the ulp is even */
+        return sign | (uint16_t)(h >> 13);         /* a carry out of the fraction bumps the exponent */
+    }
+    /* a subnormal half (or zero): the multiple of 2^-24 nearest |f|, ties to even, by float
+     * arithmetic: |f| * 2^24 is exact, and adding 2^23 rounds it to a whole number (the float
+     * rounding mode is round to nearest even), which then sits in the low fraction bits. */
+    float scaled = fabsf(f) * 16777216.0f + 8388608.0f;
+    uint32_t bits;
+    memcpy(&bits, &scaled, sizeof bits);
+    return sign | (uint16_t)(bits - 0x4B000000u);
+}
+
+/* binary16 -> float32, exact, in portable C. */
+static inline float f32_from_f16(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exponent = (h >> 10) & 0x1Fu, fraction = h & 0x3FFu, x;
+    if (exponent == 0) { /* zero or subnormal: fraction * 2^-24 */
+        float f = (float)fraction * 5.9604644775390625e-8f;
+        return sign ? -f : f;
+    }
+    if (exponent == 0x1F) x = sign | 0x7F800000u | (fraction << 13); /* infinity, NaN */
+    else x = sign | ((exponent + 112u) << 23) | (fraction << 13);     /* bias 15 -> 127 */
+    float f;
+    memcpy(&f, &x, sizeof f);
+    return f;
+}
+
+/* n floats -> halves, VW at a time where the CPU converts, the rest one by one. */
+static inline void f16_store(uint16_t *dst, const float *src, int n) {
+    int i = 0;
+#if defined(__AVX512F__)
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(dst + i),
+                            _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#elif defined(__F16C__)
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(dst + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#elif defined(__ARM_NEON)
+    for (; i + 4 <= n; i += 4) vst1_u16(dst + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(src + i))));
+#endif
+    for (; i < n; i++) dst[i] = f16_from_f32(src[i]);
+}
+
+/* VW halves -> a vector of VW floats. */
+static inline vf vf_load_f16(const uint16_t *p) {
+#if defined(__AVX512F__)
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+#elif defined(__ARM_NEON)
+    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)));
+#else /* portable C, or AVX2 built without F16C */
+    float f[VW];
+    for (int i = 0; i < VW; i++) f[i] = f32_from_f16(p[i]);
+    return vf_load(f);
+#endif
+}
+
+#endif
