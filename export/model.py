@@ -6,6 +6,8 @@ The two block designs differ in four places, each a switch of GPTConfig: the nor
 or RMSNorm), the positions (a table added to the embedding, or rotary positions applied to
 each head's query and key), the feed-forward layer (GELU MLP or SwiGLU) and the key/value heads
 (n_kv_head: as many as query heads, or fewer, shared). Biases are per kind of tensor.
+Like run.c, it rounds keys and values to binary16 as its key/value cache stores them, unless
+told `set_cache("f32")` (run's `--cache f32`; training does).
 
 Reads nothing and writes nothing by itself; export.py, compare.py, train.py and the tests
 import it. Module names follow GPT-2 / nanoGPT (transformer.wte, h.N.attn.c_attn, ...), so
@@ -147,6 +149,7 @@ class CausalSelfAttention(nn.Module):
         self.register_buffer("mask", mask.view(1, 1, c.n_ctx, c.n_ctx), persistent=False)
         self.last_att: torch.Tensor | None = None  # [B, n_head, T, T] when keep_att is set
         self.keep_att = False
+        self.cache = "f16"  # the key/value cache run.c keeps (GPT.set_cache)
 
     def forward(self, x: torch.Tensor, rope: tuple | None = None) -> torch.Tensor:  # [B, T, C] -> [B, T, C]
         B, T, C = x.shape
@@ -157,6 +160,8 @@ class CausalSelfAttention(nn.Module):
         value = value.view(B, T, self.n_kv_head, hs).transpose(1, 2)
         if self.rotary:
             query, key = rotate(query, *rope), rotate(key, *rope)
+        if self.cache == "f16":  # run.c's binary16 cache: keys and values rounded to nearest even
+            key, value = key.half().float(), value.half().float()
         group = self.n_head // self.n_kv_head  # query head h reads key/value head h // group
         key, value = key.repeat_interleave(group, dim=1), value.repeat_interleave(group, dim=1)
         scores = (query @ key.transpose(-2, -1)) * (1.0 / math.sqrt(hs))  # [B, n_head, T, T]
@@ -225,6 +230,19 @@ class GPT(nn.Module):
         self.lm_head = nn.Linear(c.n_embd, c.vocab_padded, bias=False)
         if c.tied_head:
             self.lm_head.weight = self.transformer.wte.weight
+
+    def set_cache(self, cache: str) -> "GPT":
+        """Compute as run.c does with that key/value cache: "f16" (its default, `--cache f16`:
+        every key and value rounded to IEEE binary16, nearest even) or "f32" (`--cache f32`, and
+        training). A new GPT starts with "f16"."""
+        assert cache in ("f16", "f32"), cache
+        for block in self.transformer.h:
+            block.attn.cache = cache
+        return self
+
+    @property
+    def cache(self) -> str:
+        return self.transformer.h[0].attn.cache if len(self.transformer.h) else "f32"
 
     def init_random(self, seed: int, std: float = 0.02) -> "GPT":
         """GPT-2-style random weights from a fixed seed (tests, benchmarks, training start).

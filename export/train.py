@@ -142,6 +142,7 @@ def main() -> None:
             for name, p in model.named_parameters():
                 if "ln_" in name:
                     p.fill_(1.0 if name.endswith("weight") else 0.0)
+    model.set_cache("f32")  # training keeps float32 keys and values (the cache is run.c's)
     for block in model.transformer.h:
         block.dropout = args.dropout
     model.train()

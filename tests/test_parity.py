@@ -1,10 +1,12 @@
 """run.c against the PyTorch reference (export/model.py) on random weights, for every switch of
 the weight file: per-position logits through the key/value cache, greedy generation, and seeded
-sampling with run.c's sampler reproduced in Python."""
+sampling with run.c's sampler reproduced in Python; each with the binary16 key/value cache (run's
+default; the reference rounds its keys and values the same way) and with --cache f32."""
 from __future__ import annotations
 
 import subprocess
 
+import numpy as np
 import pytest
 import torch
 
@@ -31,6 +33,7 @@ CONFIGS = {
 }
 
 _built: dict[str, tuple] = {}
+CACHES = ("f16", "f32")  # run --cache, and the reference's GPT.set_cache
 
 
 def built(name: str):
@@ -49,9 +52,11 @@ def built(name: str):
     return _built[name]
 
 
+@pytest.mark.parametrize("cache", CACHES)
 @pytest.mark.parametrize("name", CONFIGS)
-def test_logits_every_position(name: str) -> None:
+def test_logits_every_position(name: str, cache: str) -> None:
     model, tok, path = built(name)
+    model.set_cache(cache)
     ids = c_tokens(RUN, path, TEXT.encode())[:64]
     assert len(ids) == 64, "the prompt must give 64 tokens"
     prompt = tok.decode(ids)
@@ -59,38 +64,59 @@ def test_logits_every_position(name: str) -> None:
     # one token at a time (generation), the prompt in one prefill block, and in blocks of 24
     # (later blocks start past position 0 and end in a part of a 16-position attention tile)
     for block in (1, 128, 24):
-        rep = compare_logits(model, ids, c_logits(RUN, path, prompt, model.config.vocab_size, block))
-        print(f"{name}, block {block}: max |logit diff| {rep.max_diff:.3g}, tolerance {rep.tolerance:.3g}")
+        rep = compare_logits(model, ids, c_logits(RUN, path, prompt, model.config.vocab_size, block,
+                                                  ("--cache", cache)))
+        print(f"{name}, {cache} cache, block {block}: max |logit diff| {rep.max_diff:.3g}, tolerance "
+              f"{rep.tolerance:.3g}")
         assert rep.per_position.shape == (64,)
-        assert rep.ok, f"{name}, block {block}: max diff {rep.max_diff} > {rep.tolerance}"
+        assert rep.ok, f"{name}, {cache} cache, block {block}: max diff {rep.max_diff} > {rep.tolerance}"
 
-
-# Generations are compared with compare.generation_agrees: the same bytes as the reference, or
-# the same up to a tie within the logit tolerance (which two correct programs whose logits
-# differ in the sixth decimal may break differently; PyTorch's rounding depends on its BLAS).
 
 @pytest.mark.parametrize("name", CONFIGS)
-def test_greedy_200_steps(name: str) -> None:
+def test_the_binary16_cache_is_what_rounds(name: str) -> None:
+    """run.c's binary16 cache rounds as the reference's does: its logits are on average several
+    times closer to the reference's binary16 logits than run.c's float32-cache logits are, and
+    they differ from those (the allowance of compare_logits could not tell a cache that does not
+    round, so this checks it apart)."""
+    model, tok, path = built(name)
+    model.set_cache("f16")
+    ids = c_tokens(RUN, path, TEXT.encode())[:64]
+    prompt = tok.decode(ids)
+    with torch.no_grad():
+        ref = model(torch.tensor([ids]))[0].numpy()
+    rounded = c_logits(RUN, path, prompt, model.config.vocab_size, 1)
+    unrounded = c_logits(RUN, path, prompt, model.config.vocab_size, 1, ("--cache", "f32"))
+    near, far = float(np.abs(rounded - ref).mean()), float(np.abs(unrounded - ref).mean())
+    print(f"{name}: mean |logit diff| from the binary16 reference: binary16 cache {near:.3g}, float32 cache {far:.3g}")
+    assert far > 0 and near * 4 < far
+
+
+@pytest.mark.parametrize("cache", CACHES)
+@pytest.mark.parametrize("name", CONFIGS)
+def test_greedy_200_steps(name: str, cache: str) -> None:
     """Greedy: identical for 200 steps (odd_width, with a context of 120, moves its window on
     the way), or until end-of-text."""
     model, tok, path = built(name)
+    model.set_cache(cache)
     prompt = TEXT.split(".")[0].encode()
     ids = c_tokens(RUN, path, prompt)
     ref_ids = generate(model, ids, 200, temperature=0.0, eot_id=tok.eot_id)
     assert len(ref_ids) == 200 or tok.eot_id >= 0
-    agrees, what = generation_agrees(model, tok, ids, c_generate(RUN, path, prompt, 200, 0.0, 0, 1.0, seed=1),
-                                     200, 0.0, 0, 1.0, 1)
-    print(f"{name}: {what}")
+    out = c_generate(RUN, path, prompt, 200, 0.0, 0, 1.0, seed=1, extra=("--cache", cache))
+    agrees, what = generation_agrees(model, tok, ids, out, 200, 0.0, 0, 1.0, 1)
+    print(f"{name}, {cache} cache: {what}")
     assert agrees, what
 
 
+@pytest.mark.parametrize("cache", CACHES)
 @pytest.mark.parametrize("name", CONFIGS)
-def test_seeded_sampling(name: str) -> None:
+def test_seeded_sampling(name: str, cache: str) -> None:
     model, tok, path = built(name)
+    model.set_cache(cache)
     prompt = b"And God said"
     ids = c_tokens(RUN, path, prompt)
     for seed in range(10):
-        c_out = c_generate(RUN, path, prompt, 64, 0.8, 40, 0.9, seed=seed)
+        c_out = c_generate(RUN, path, prompt, 64, 0.8, 40, 0.9, seed=seed, extra=("--cache", cache))
         agrees, what = generation_agrees(model, tok, ids, c_out, 64, 0.8, 40, 0.9, seed)
         assert agrees, f"{name}: seed {seed}: {what}"
 
@@ -104,6 +130,7 @@ def test_padded_logits_never_sampled() -> None:
     near-equal probabilities is not asserted: a logit difference of 1e-6 can move a
     cumulative boundary past the random number; test_seeded_sampling checks exactness.)"""
     model, tok, path = built("nanogpt")
+    model.set_cache("f16")
     for seed in range(10):
         r = subprocess.run([str(RUN), str(path), "-i", "And", "-n", "32", "-t", "1", "-k", "0", "-p", "1",
                             "-s", str(seed), "--ignore-eos"], capture_output=True, timeout=60)
@@ -120,6 +147,7 @@ def test_generation_comparison_catches_a_wrong_token() -> None:
     with one token replaced by another (neither a tie nor the reference's choice) is refused,
     greedy and sampled."""
     model, tok, path = built("char")
+    model.set_cache("f16")
     ids = c_tokens(RUN, path, b"And God said")
     for t, k, p, seed in [(0.0, 0, 1.0, 0), (0.8, 40, 0.9, 3)]:
         out = c_generate(RUN, path, b"And God said", 40, t, k, p, seed)
