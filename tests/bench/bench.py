@@ -3,6 +3,10 @@ against the npm package tiktoken. Run it on an idle machine.
 
 usage: bench.py [--runs N] [--shapes 124M,medium,large,llama] [--skip-models] [--skip-quality]
                 [--skip-load] [--skip-cold] [--skip-samples] [--skip-paths] [--skip-tokenizer]
+                [--cache f16|f32]
+
+--cache: the key/value cache of every timed run (run --cache; default f16, run's default), so
+that two runs of the bench compare the caches.
 
 CPU: the model name, vector extensions and last-level cache, from lscpu.
 
@@ -53,6 +57,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import statistics
@@ -163,15 +168,16 @@ def bytes_per_token(path: Path) -> int:
 
 def cache_bytes_per_token(path: Path, prompt: int = 128, generated: int = 128) -> int:
     """Key/value cache bytes one decode step reads, averaged over the decode of the bench:
-    position p reads the keys and values of positions 0..p (float32, every layer, every
-    key/value head), and decode runs forward() at positions prompt .. prompt + generated - 2."""
+    position p reads the keys and values of positions 0..p (2 bytes each with the binary16
+    cache, 4 with float32; every layer, every key/value head), and decode runs forward() at
+    positions prompt .. prompt + generated - 2."""
     from weight_file import unpack_header
     h = unpack_header(path.open("rb").read(256))
     kv_heads = h["n_kv_head"] if h["version"] > 1 else h["n_head"]
     kv_width = kv_heads * (h["n_embd"] // h["n_head"])
     positions = range(prompt, prompt + generated - 1)
     mean_keys = sum(p + 1 for p in positions) / len(positions)
-    return int(h["n_layer"] * 2 * kv_width * 4 * mean_keys)
+    return int(h["n_layer"] * 2 * kv_width * (2 if CACHE == "f16" else 4) * mean_keys)
 
 
 def bandwidth(threads: int, size: int = 1 << 30) -> float:
@@ -229,9 +235,12 @@ def timing(binary: Path, model: Path, *flags) -> re.Match:
     return m
 
 
+CACHE = "f16"  # --cache
+
+
 def run_once(model: Path, prompt: Path, *flags) -> tuple[float, float, float]:
     """(load seconds, prefill tok/s, decode tok/s) of one run: 128 greedy tokens after prompt."""
-    m = timing(RUN, model, "-f", prompt, "-n", 128, "-t", 0, "--ignore-eos", "-s", 1, *flags)
+    m = timing(RUN, model, "-f", prompt, "-n", 128, "-t", 0, "--ignore-eos", "-s", 1, "--cache", CACHE, *flags)
     if int(m[3]) != 128:
         sys.exit(f"run generated {m[3]} tokens, not 128")
     return float(m[0].split()[2]), float(m[2]), float(m[4])
@@ -304,22 +313,28 @@ def models_table(runs: int, shapes: list[str]) -> None:
 
 
 def quality_table() -> None:
-    """Held-out bits per byte of the shipped model with its weights as float32, q8_0, q4_0."""
+    """Held-out bits per byte and perplexity of the shipped model with its weights as float32,
+    q8_0, q4_0, and with each key/value cache (binary16, the default, and float32)."""
     shipped = REPO / "models" / "kjv.bin"
     heldout = heldout_text()
     print()
     print(f"Shipped model, held-out text ({heldout.stat().st_size / 1e3:.0f} kB, `run --perplexity`):")
-    print("| weights | file MB | bits per byte | vs float32 |")
-    print("|---|---|---|---|")
+    print("| weights | file MB | cache | bits per byte | vs float32 | perplexity | binary16 cache vs float32 cache |")
+    print("|---|---|---|---|---|---|---|")
     base = None
     for dtype in DTYPES:
         path = shipped if dtype == "f32" else OUT / f"kjv_{dtype}.bin"
         if dtype != "f32" and not path.exists():
             export(shipped, path, dtype)
-        r = sh(RUN, path, "--perplexity", heldout)
-        bpb = float(re.search(r"bpb=([0-9.]+)", r.stdout.decode())[1])
-        base = base or bpb
-        print(f"| {dtype} | {path.stat().st_size / 1e6:.1f} | {bpb:.4f} | {bpb / base - 1:+.1%} |")
+        ppl_f32 = None
+        for cache in ("f32", "f16"):
+            out = sh(RUN, path, "--perplexity", heldout, "--cache", cache).stdout.decode()
+            ppl = math.exp(float(re.search(r"nll=([0-9.]+)", out)[1]))
+            bpb = float(re.search(r"bpb=([0-9.]+)", out)[1])
+            base, ppl_f32 = base or bpb, ppl_f32 or ppl
+            versus = f"{ppl / ppl_f32 - 1:+.4%}" if cache == "f16" else ""
+            print(f"| {dtype} | {path.stat().st_size / 1e6:.1f} | {cache} | {bpb:.4f} | {bpb / base - 1:+.2%} | "
+                  f"{ppl:.4f} | {versus} |")
 
 
 def load_table(runs: int) -> None:
@@ -522,7 +537,10 @@ def main() -> None:
     ap.add_argument("--skip-tokenizer", action="store_true")
     ap.add_argument("--skip-paths", action="store_true")
     ap.add_argument("--skip-samples", action="store_true")
+    ap.add_argument("--cache", choices=("f16", "f32"), default="f16")
     args = ap.parse_args()
+    global CACHE
+    CACHE = args.cache
     shapes = [x for x in args.shapes.split(",") if x]
     unknown = [x for x in shapes if x not in SHAPES]
     if unknown:
