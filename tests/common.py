@@ -130,3 +130,24 @@ def as_version(raw: bytes, version: int) -> bytes:
 
 def run(*args: str, input: bytes | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([str(RUN), *map(str, args)], input=input, capture_output=True, timeout=timeout)
+
+
+def on_a_terminal(*args: str) -> bytes:
+    """What `run ARGS` writes to a terminal (a pty holding both stdout and stderr), with the
+    terminal's CR LF turned back into LF; run must exit with status 0."""
+    import pty
+    leader, follower = pty.openpty()
+    p = subprocess.Popen([str(RUN), *map(str, args)], stdout=follower, stderr=follower, stdin=subprocess.DEVNULL)
+    os.close(follower)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the other end closed
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(leader)
+    assert p.wait(timeout=60) == 0, out
+    return out.replace(b"\r\n", b"\n")

@@ -4,14 +4,12 @@ context window, prompts from stdin, stop strings, the repetition penalty and --n
 against the PyTorch reference's generate() or bytes computed here; refused combinations."""
 from __future__ import annotations
 
-import os
-import pty
 import re
 import subprocess
 
 import pytest
 
-from common import REPO, RUN, TEXT, GPTConfig, char_tokenizer, export, gpt2_tokenizer, random_model
+from common import REPO, RUN, TEXT, GPTConfig, char_tokenizer, export, gpt2_tokenizer, on_a_terminal, random_model
 from compare import generation_agrees
 from model import GPT, generate
 
@@ -396,22 +394,7 @@ def test_timing_line_starts_its_own_line_on_a_terminal() -> None:
     """stdout and stderr on one terminal (a pty): text that did not end a line gets a newline
     on stderr before the timing line; stdout's bytes are still exactly the prompt."""
     _, _, path = model("char")
-    master, slave = pty.openpty()
-    p = subprocess.Popen([str(RUN), str(path), "-i", "And", "-n", "0"], stdin=subprocess.DEVNULL,
-                         stdout=slave, stderr=slave)
-    os.close(slave)
-    data = b""
-    while True:
-        try:
-            chunk = os.read(master, 4096)
-        except OSError:  # the other end closed
-            break
-        if not chunk:
-            break
-        data += chunk
-    os.close(master)
-    assert p.wait(timeout=60) == 0
-    text = data.replace(b"\r\n", b"\n")
+    text = on_a_terminal(path, "-i", "And", "-n", "0")
     assert b"Andtiming" not in text and re.search(rb"(^|\n)timing: ", text), text
     piped = run(path, "-i", "And", "-n", 0)
     assert piped.stdout == b"And" and piped.stderr.decode().splitlines()[-1].startswith("timing:")

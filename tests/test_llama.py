@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from common import REPO, RUN, TEXT, TMP, GPTConfig, char_tokenizer, random_model, run
+from common import REPO, RUN, TEXT, TMP, GPTConfig, char_tokenizer, on_a_terminal, random_model, run
 from compare import c_generate, c_generate_samples, c_logits, c_tokens, compare_logits, generation_agrees
 from export import load_source
 from tokenizer_files import bpe_vocab
@@ -346,23 +346,7 @@ def reference_ids(kind: str, folder: Path, text: str) -> list[int]:
 
 def terminal_output(*args: str) -> bytes:
     """run's output on a terminal (both streams), colours removed."""
-    import os
-    import pty
-    leader, follower = pty.openpty()
-    p = subprocess.Popen([str(RUN), *args], stdout=follower, stderr=follower, stdin=subprocess.DEVNULL)
-    os.close(follower)
-    out = b""
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:  # the other end closed
-            break
-        if not chunk:
-            break
-        out += chunk
-    os.close(leader)
-    assert p.wait(timeout=60) == 0, out
-    return re.sub(rb"\x1b\[[0-9;]*m", b"", out).replace(b"\r\n", b"\n")
+    return re.sub(rb"\x1b\[[0-9;]*m", b"", on_a_terminal(*args))
 
 
 PROMPT = "And God said, Let there be light: 1024 lamps \u00e9t\u00e9 \u4e2d\u6587 <0x41>"
