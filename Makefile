@@ -30,7 +30,10 @@ deps:
 # Every instruction-set path of the kernels, each a build of run (tests/build/run-PATH), of
 # tests/test_kernels.c (test_kernels-PATH) and of tests/trace.c (trace-PATH); tests/paths.py
 # says which ones this CPU runs. x86-64: portable C, AVX2+FMA, AVX2+FMA+AVX-VNNI, AVX-512 with
-# VNNI (x86-64-v4), and -march=native as it is (AVX-512, AMX where the CPU has it); plus the ARM
+# VNNI (x86-64-v4), and -march=native as it is (AVX-512, AMX where the CPU has it); the
+# AVX-512 and AVX-VNNI kernels once more as SIMDe builds (avx512vnni-simde, avxvnni-simde: AVX2
+# code with those intrinsics emulated in portable C by tests/simde_shim.h, so that any AVX2 CPU
+# runs them, slowly, for correctness; AMX has no such emulation); plus the ARM
 # paths, NEON without and with dotprod, built with Debian's cross compiler and run under
 # qemu-user: tests/build/PROGRAM-neon is then a script that starts qemu on PROGRAM-neon.elf with
 # a CPU of that kind (Cortex-A72, Neoverse-N1). An aarch64 machine builds the ARM paths natively.
@@ -40,7 +43,7 @@ ifeq ($(ARCH),aarch64)
 PATHS := scalar $(ARM_PATHS) native
 ARM_CC := $(CC)
 else
-PATHS := scalar avx2 avxvnni avx512vnni native $(ARM_PATHS)
+PATHS := scalar avx2 avxvnni avx512vnni native avxvnni-simde avx512vnni-simde $(ARM_PATHS)
 ARM_CC := aarch64-linux-gnu-gcc
 EMULATED := $(ARM_PATHS)
 endif
@@ -49,6 +52,9 @@ FLAGS_avx2 := -O3 -mavx2 -mfma -mf16c
 FLAGS_avxvnni := -O3 -mavx2 -mfma -mf16c -mavxvnni
 FLAGS_avx512vnni := -O3 -march=x86-64-v4 -mavx512vnni
 FLAGS_native := -O3 -march=native
+SIMDE := -O3 -mavx2 -mfma -mf16c -Wno-psabi -include tests/simde_shim.h
+FLAGS_avxvnni-simde := $(SIMDE) -DSHIM_AVXVNNI
+FLAGS_avx512vnni-simde := $(SIMDE) -DSHIM_AVX512VNNI
 FLAGS_neon := -O3 -march=armv8-a
 FLAGS_neon-dotprod := -O3 -march=armv8.2-a+dotprod
 QEMU_CPU_neon := cortex-a72
@@ -60,13 +66,13 @@ path_build = $(if $(filter $(1),$(EMULATED)),\
 	printf '$(HASH)!/bin/sh\nexec qemu-aarch64 -L /usr/aarch64-linux-gnu -cpu $(QEMU_CPU_$(1)) "$$0.elf" "$$@"\n' > $(2) && \
 	chmod +x $(2),\
 	$(if $(filter $(1),$(ARM_PATHS)),$(ARM_CC),$(CC)) $(FLAGS_$(1)) $(WARN) $(OPENMP) -o $(2) $(3) -lm)
-tests/build/run-%: $(SOURCES) $(HEADERS)
+tests/build/run-%: $(SOURCES) $(HEADERS) tests/simde_shim.h
 	@mkdir -p tests/build
 	$(call path_build,$*,$@,$(SOURCES))
-tests/build/test_kernels-%: tests/test_kernels.c $(SOURCES) $(HEADERS)
+tests/build/test_kernels-%: tests/test_kernels.c $(SOURCES) $(HEADERS) tests/simde_shim.h
 	@mkdir -p tests/build
 	$(call path_build,$*,$@,-Wno-unused-function tests/test_kernels.c tokenizer.c)
-tests/build/trace-%: tests/trace.c $(SOURCES) $(HEADERS)
+tests/build/trace-%: tests/trace.c $(SOURCES) $(HEADERS) tests/simde_shim.h
 	@mkdir -p tests/build
 	$(call path_build,$*,$@,-Wno-unused-function tests/trace.c tokenizer.c)
 PATH_BUILDS := $(foreach p,$(PATHS),tests/build/run-$(p) tests/build/test_kernels-$(p) tests/build/trace-$(p))

@@ -4,6 +4,7 @@
 # are installed: a machine whose Node.js and npm do not come from Debian keeps them. On x86-64
 # also the ARM cross compiler with its OpenMP runtime and qemu-user, which run the NEON paths;
 # on ARM the x86-64 cross compiler, which checks that every x86 path compiles (test_build.py).
+# On x86-64 SIMDe (libsimde-dev), which runs the AVX-512 and AVX-VNNI kernels on any AVX2 CPU.
 # Not root: prints the exact command and fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +20,7 @@ $PYTHON -c "import sentencepiece" 2>/dev/null || missing+=(python3-sentencepiece
 [ -f /usr/share/unicode/NormalizationTest.txt.bz2 ] || missing+=(unicode-data)
 dpkg -s libopenblas0-openmp >/dev/null 2>&1 || missing+=(libopenblas0-openmp)
 command -v bible >/dev/null || missing+=(bible-kjv)
+[ "$(uname -m)" = aarch64 ] || [ -f /usr/include/simde/x86/avx512.h ] || missing+=(libsimde-dev)
 command -v gcc >/dev/null || missing+=(gcc)
 command -v clang >/dev/null || missing+=(clang)
 dpkg -s libclang-rt-14-dev >/dev/null 2>&1 || missing+=(libclang-rt-14-dev)

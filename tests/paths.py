@@ -6,6 +6,11 @@ qemu-user (tests/deps.sh installs both); they are never skipped there, so a miss
 fails the tests that use them. A path whose instructions this CPU lacks is skipped, with the
 reason.
 
+The AVX-512 and AVX-VNNI kernels also have a SIMDe build (avx512vnni-simde, avxvnni-simde:
+AVX2 code with those intrinsics emulated in portable C, tests/simde_shim.h), which runs on any
+x86-64 CPU with AVX2. `make test` runs their kernel tests and logits on every such CPU; `make
+test-paths` runs the parity suite through one only where the CPU lacks the real path.
+
 usage: paths.py [--for-bench]   prints the paths to run, one line, and on stderr the skipped
                                 ones with their reasons; --for-bench also skips emulated paths
 """
@@ -21,9 +26,13 @@ X86_PATHS = {  # path -> CPU flags (/proc/cpuinfo) it needs
     "avxvnni": ["avx2", "fma", "f16c", "avx_vnni"],
     "avx512vnni": ["avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl", "avx512_vnni"],  # x86-64-v4 + VNNI
     "native": [],
+    "avxvnni-simde": ["avx2", "fma", "f16c"],
+    "avx512vnni-simde": ["avx2", "fma", "f16c"],
 }
+SIMDE_PATHS = {"avxvnni-simde": "avxvnni", "avx512vnni-simde": "avx512vnni"}  # -> the path it emulates
 ARM_PATHS = {"neon": [], "neon-dotprod": ["asimddp"]}
-EMULATED = "emulated by qemu-user (Cortex-A72 without dotprod, Neoverse-N1 with)"
+EMULATED = {**{p: "emulated by qemu-user (Cortex-A72 without dotprod, Neoverse-N1 with)" for p in ARM_PATHS},
+            **{p: "emulated by SIMDe" for p in SIMDE_PATHS}}
 
 
 def cpu_flags() -> set[str]:
@@ -51,13 +60,18 @@ def paths() -> dict[str, str | None]:
 
 
 def emulated(path: str) -> bool:
-    return path in ARM_PATHS and platform.machine() != "aarch64"
+    return (path in ARM_PATHS and platform.machine() != "aarch64") or path in SIMDE_PATHS
 
 
 def runnable(for_bench: bool = False) -> list[str]:
+    """The paths for `make test-paths` (a SIMDe path only where its real one cannot run here),
+    or for `make bench` (nothing emulated)."""
     table = paths()
+    for simde, real in SIMDE_PATHS.items():
+        if table.get(simde) is None and table.get(real) is None:
+            table[simde] = f"the real {real} path runs here"
     if for_bench:
-        table.update({p: EMULATED + ": its speed says nothing" for p in table if emulated(p)})
+        table.update({p: EMULATED[p] + ": its speed says nothing" for p in table if emulated(p) and table[p] is None})
     for path, why in table.items():
         if why:
             print(f"skipped path {path}: {why}", file=sys.stderr)

@@ -1,7 +1,8 @@
 """Runs tests/test_kernels.c, built by `make test` for every instruction-set path this machine runs (tests/paths.py: ARM ones under qemu)
 (tests/build/test_kernels-PATH): run.c's kernels against values computed by hand (softmax,
 scaled dot product, masking, GELU, LayerNorm, UTF-8 streaming), and matmul() for each matrix
-kernel of that path (float32 tiles, q8_0 dot products, VNNI and AMX prefill) against sums in
+kernel of that path (float32 tiles, q8_0 and q4_0 dot products, VNNI and AMX prefill; the
+AVX-512 and AVX-VNNI ones also through SIMDe on any AVX2 CPU) against sums in
 double."""
 import subprocess
 

@@ -1,5 +1,6 @@
-"""Every instruction-set path of the kernels (tests/paths.py: the x86 builds this CPU runs, and
-NEON without and with dotprod under qemu) against references that do not depend on this CPU:
+"""Every instruction-set path of the kernels (tests/paths.py: the x86 builds this CPU runs, the
+AVX-512 and AVX-VNNI ones also through SIMDe, and NEON without and with dotprod under qemu)
+against references that do not depend on this CPU:
 
 - every matrix product of a forward pass, one token at a time (decode's kernels) and in prefill
   blocks (the tiles, AMX, VNNI and maddubs kernels), float32, q8_0 and q4_0, recomputed in float64
@@ -19,6 +20,7 @@ NEON without and with dotprod under qemu) against references that do not depend 
   (which follows from the bit-identical logits, near-ties included)."""
 from __future__ import annotations
 
+import platform
 import subprocess
 from pathlib import Path
 
@@ -29,7 +31,7 @@ from common import PATHS, REPO, TEXT, TMP, GPTConfig, export, random_model, smal
 from model import BIAS_QKV
 from compare import c_generate, c_logits, c_tokens, compare_logits
 from weight_file import FileTensor, read_model, read_tensors, write_model
-from paths import ARM_PATHS, emulated
+from paths import ARM_PATHS, SIMDE_PATHS, emulated
 
 U = 2.0 ** -24  # float32's unit roundoff
 MATRICES = ["attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj", "lm_head", "mlp.gate"]  # tests/trace.c's numbers
@@ -45,6 +47,8 @@ def binary(program: str, path: str) -> Path:
 def test_paths_checked() -> None:
     print(f"instruction-set paths checked on this machine: {PATHS}")
     assert {"scalar", "native", *ARM_PATHS} <= set(PATHS)
+    if platform.machine() != "aarch64":  # the AVX-512 and AVX-VNNI kernels run on every x86 CPU here
+        assert set(SIMDE_PATHS) <= set(PATHS), "the SIMDe builds need a CPU with AVX2, FMA and F16C"
 
 
 def models() -> dict:
