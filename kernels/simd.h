@@ -166,6 +166,15 @@ static inline float vf_reduce(vf v) { return v; }
 static inline vf vf_copysign(vf mag, vf sign) { return copysignf(mag, sign); }
 #endif
 
+/* ONE_LOAD(v): v, just loaded, is used from a register; the compiler may not fold its load into
+ * each instruction that uses v (each would then read memory again). An empty asm statement
+ * that takes and gives v in a vector register (GCC and clang); nothing in other builds. */
+#if !defined(ONE_LOAD) && (defined(__GNUC__) || defined(__clang__))
+#define ONE_LOAD(v) __asm__("" : "+v"(v))
+#elif !defined(ONE_LOAD)
+#define ONE_LOAD(v) (void)(v)
+#endif
+
 /* ---- lane masks for the rows at the bottom of a matrix ------------------------------------ */
 
 #if defined(__AVX512F__)

@@ -62,6 +62,13 @@ static inline simde__m512i shim_mm512_cvtps_epi32(simde__m512 a) {
     return out.v;
 }
 
+/* arithmetic shift right of each 32-bit lane (>> on a negative int is arithmetic in GCC) */
+static inline simde__m512i shim_mm512_srai_epi32(simde__m512i a, unsigned int count) {
+    shim_si in = {.v = a}, out;
+    for (int i = 0; i < 16; i++) out.i[i] = count > 31 ? (in.i[i] < 0 ? -1 : 0) : in.i[i] >> count;
+    return out.v;
+}
+
 static inline __m256 shim_mm512_extractf32x8_ps(simde__m512 a, int half) {
     shim_ps in = {.v = a};
     return _mm256_loadu_ps(in.f + 8 * (half & 1));
@@ -102,6 +109,9 @@ static inline simde__m512 shim_mm512_cvtph_ps(__m256i a) {
 /* AVX-VNNI's dpbusd is AVX512-VNNI's 256-bit one under another name */
 #define shim_mm256_dpbusd_avx_epi32 simde_mm256_dpbusd_epi32
 
+/* SIMDe's 512-bit types are structs in memory, not registers: no register barrier */
+#define ONE_LOAD(v) (void)(v)
+
 /* ---- 3. the names the kernels use ------------------------------------------------------------ */
 
 #undef __m512
@@ -113,6 +123,8 @@ static inline simde__m512 shim_mm512_cvtph_ps(__m256i a) {
 
 #undef _mm512_cvtepi32_ps
 #define _mm512_cvtepi32_ps shim_mm512_cvtepi32_ps
+#undef _mm512_srai_epi32
+#define _mm512_srai_epi32 shim_mm512_srai_epi32
 #undef _mm512_cvtps_epi32
 #define _mm512_cvtps_epi32 shim_mm512_cvtps_epi32
 #undef _mm512_extractf32x8_ps
