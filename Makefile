@@ -101,9 +101,12 @@ model: deps $(BIN)
 tests/build/bandwidth: tests/bench/bandwidth.c
 	@mkdir -p tests/build
 	$(CC) -O3 -march=native -fopenmp -o $@ $<
+tests/build/kernels: tests/bench/kernels.c $(SOURCES) $(HEADERS)
+	@mkdir -p tests/build
+	$(CC) $(CFLAGS) $(WARN) -Wno-unused-function -fopenmp -o $@ tests/bench/kernels.c tokenizer.c -lm
 
 # speed against the memory-bandwidth ceiling, and the tokenizer against npm tiktoken
-bench: deps $(BIN) tests/build/bandwidth $(PATH_BUILDS)
+bench: deps $(BIN) tests/build/bandwidth tests/build/kernels $(PATH_BUILDS)
 	$(PYTHON) tests/bench/bench.py --runs 5
 
 # stdin is /dev/null: run reads a prompt from stdin when it is not a terminal

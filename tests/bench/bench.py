@@ -1,8 +1,9 @@
 """`make bench`: speed of run.c against this machine's memory bandwidth, and of the tokenizer
 against the npm package tiktoken. Run it on an idle machine.
 
-usage: bench.py [--runs N] [--shapes 124M,medium,large,llama] [--skip-models] [--skip-quality]
-                [--skip-load] [--skip-cold] [--skip-samples] [--skip-paths] [--skip-tokenizer]
+usage: bench.py [--runs N] [--shapes cached,124M,medium,large,llama] [--skip-models] [--skip-quality]
+                [--skip-load] [--skip-cold] [--skip-kernels] [--skip-samples] [--skip-paths]
+                [--skip-tokenizer]
                 [--cache f16|f32]
 
 --cache: the key/value cache of every timed run (run --cache; default f16, run's default), so
@@ -11,7 +12,9 @@ that two runs of the bench compare the caches.
 CPU: the model name, vector extensions and last-level cache, from lscpu.
 
 Models: GPT-2-shaped models with random weights (GPT-2's vocabulary of 50257, context 1024):
-124M (12 layers, 12 heads, width 768), medium (24, 16, 1024) and large (36, 20, 1280); a
+124M (12 layers, 12 heads, width 768), medium (24, 16, 1024) and large (36, 20, 1280); the
+cached shape, whose decode step reads about half the last-level cache (per format its own
+layers and width, vocabulary 4096: the kernels' own speed, which slow DRAM hides); a
 Llama-shaped one (the Llama family's block: 12 layers, width 768, 12 query heads and 4
 key/value heads, SwiGLU of 2048, a vocabulary of 32000, context 1024); each written through
 export/export.py as f32, q8_0 and q4_0 (cached in tests/bench/out), and the shipped
@@ -36,11 +39,16 @@ seconds and prefill tok/s of each.
 
 Samples: `--samples N` for N = 1, 4, 8, 16, sampled at temperature 0.8, top-k 40 (every sample
 its own seed), 2 threads: tokens per second over all samples, from the timing line, and as a
-multiple of N = 1 in the same run. The 124M shape (f32 and q8_0) generates 128 tokens per
+multiple of N = 1 in the same run; prefill as a multiple of N = 1, and N = 16 as a share of
+prefill. The 124M shape (f32, q8_0, q4_0) generates 128 tokens per
 sample after the 128-token prompt; the shipped model 200 tokens after "And God said". The
 prefill speed of the same model is the ceiling N samples approach: each step is a matrix
 product over N tokens, as a prompt's block is over 128 (but each sample reads its own
 key/value cache).
+
+Kernels: each format's decode kernel alone (tests/bench/kernels.c), GB/s of weights consumed
+against a read of the same bytes, for a matrix of half and of 4 times the last-level cache, 1
+and 2 threads: how near its own limit each kernel runs, without the rest of a decode step.
 
 Builds: prefill of the 124M shape, f32 and q8_0, 2 threads, with each instruction-set path's
 build (tests/build/run-PATH, made by `make test`): what a CPU without AVX-512 or AMX gets.
@@ -81,6 +89,7 @@ def sh(*args, **kw) -> subprocess.CompletedProcess:
 
 
 SHAPES = {  # name: (layers, heads, width)
+    "cached": (0, 0, 0),  # per format: about half the last-level cache (cached_layout)
     "124M": (12, 12, 768),
     "medium": (24, 16, 1024),
     "large": (36, 20, 1280),
@@ -136,6 +145,58 @@ def gpt2_shape(name: str) -> dict[str, Path]:
     for dtype, path in files.items():
         if not path.exists():
             export(files["f32"], path, dtype)
+    return files
+
+
+def last_level_cache() -> int:
+    """Bytes of this CPU's last-level cache (as Linux reports the largest cache of cpu0)."""
+    sizes = []
+    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        text = (index / "size").read_text().strip() if (index / "size").exists() else ""
+        if text:
+            unit = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1], 1)
+            sizes.append(int(text.rstrip("KMG")) * unit)
+    return max(sizes) if sizes else 32 << 20
+
+
+CACHED_VOCAB = 4096  # GPT-2's byte tokens and first 3840 merges
+
+
+def cached_layout(dtype: str, llc: int) -> tuple[int, int]:
+    """(layers, width) of the cache-resident GPT-2 shape in this format: a decode step reads
+    about half the last-level cache, the widest of 512, 384 and 256 with one layer and the head
+    within 60% of it."""
+    per_value = {"f32": 4, "q8_0": 34 / 32, "q4_0": 18 / 32}[dtype]
+    for width in (512, 384, 256):
+        layer, head = 12 * width * width * per_value, CACHED_VOCAB * width * per_value
+        if layer + head <= 0.6 * llc or width == 256:
+            return max(1, round((llc / 2 - head) / layer)), width
+    raise AssertionError
+
+
+def cached_shape() -> dict[str, Path]:
+    """Per format, a GPT-2-shaped model with random weights whose decode step reads about half
+    the last-level cache (cached_layout; a vocabulary of 4096, context 1024, heads of 64), so
+    that the kernels' own speed shows even where DRAM is slow enough to hide it."""
+    llc = last_level_cache()
+    files = {}
+    for dtype in DTYPES:
+        layers, width = cached_layout(dtype, llc)
+        path = OUT / f"gpt2_cached_{layers}x{width}_{dtype}.bin"
+        if not path.exists():
+            import torch
+            from common import small_gpt2_tokenizer
+            from export import save_checkpoint
+            from model import GPT, GPTConfig
+            torch.set_num_threads(2)
+            OUT.mkdir(exist_ok=True)
+            cfg = GPTConfig(n_layer=layers, n_head=width // 64, n_embd=width, n_hidden=4 * width, n_ctx=1024,
+                            vocab_size=CACHED_VOCAB, vocab_padded=CACHED_VOCAB, gelu="tanh", bias=True, tied_head=True)
+            ckpt = OUT / f"gpt2_cached_{layers}x{width}.pt"
+            save_checkpoint(ckpt, GPT(cfg).init_random(124, std=0.02), small_gpt2_tokenizer(CACHED_VOCAB - 256))
+            export(ckpt, path, dtype)
+            ckpt.unlink()
+        files[dtype] = path
     return files
 
 
@@ -258,7 +319,7 @@ def speed(model: Path, prompt: Path, threads: int, runs: int) -> tuple[list[floa
 def models_table(runs: int, shapes: list[str]) -> None:
     rows = []
     for shape in shapes:
-        files = gpt2_shape(shape)
+        files = cached_shape() if shape == "cached" else gpt2_shape(shape)
         label = "Llama 768, 4 kv heads" if shape == "llama" else f"GPT-2 {shape} shape"
         rows += [(label, dtype, files[dtype]) for dtype in DTYPES]
     shipped = REPO / "models" / "kjv.bin"
@@ -267,6 +328,9 @@ def models_table(runs: int, shapes: list[str]) -> None:
     print(cpu_line())
     info = sh(RUN, rows[0][2], "--info").stdout.decode()
     print(next(line for line in info.splitlines() if line.startswith("kernels:")))
+    if "cached" in shapes:
+        print(f"cached shape: last-level cache {last_level_cache() >> 20} MiB; " + ", ".join(
+            f"{dtype} {'x'.join(map(str, cached_layout(dtype, last_level_cache())))} (layers x width)" for dtype in DTYPES))
     print(f"read bandwidth of 1 GiB (DRAM): {bandwidth(1):.1f} GB/s with 1 thread, {bandwidth(2):.1f} GB/s with 2 "
           "(tests/build/bandwidth)")
     print(f"median of {runs} runs (± half the spread); ceiling = read bandwidth of a buffer as large as the "
@@ -305,7 +369,7 @@ def models_table(runs: int, shapes: list[str]) -> None:
     print("q4_0 against q8_0, same run (ratios of the medians above):")
     print("| model | threads | q4_0 / q8_0 decode | q4_0 / q8_0 prefill |")
     print("|---|---|---|---|")
-    for shape in [s for s in shapes if s != "llama"]:
+    for shape in [s for s in shapes if s not in ("llama", "cached")]:
         name = f"GPT-2 {shape} shape"
         for threads in (1, 2):
             q4, q8 = measured[name, "q4_0", threads], measured[name, "q8_0", threads]
@@ -368,13 +432,16 @@ def samples_table(runs: int) -> None:
     files = gpt2_124m()
     cases = [("124M", "f32", files["f32"], ["-f", prompt_of(files["f32"], 128), "-n", 128]),
              ("124M", "q8_0", files["q8_0"], ["-f", prompt_of(files["q8_0"], 128), "-n", 128]),
+             ("124M", "q4_0", files["q4_0"], ["-f", prompt_of(files["q4_0"], 128), "-n", 128]),
              ("shipped kjv", "f32", REPO / "models" / "kjv.bin", ["-i", "And God said", "-n", 200])]
     counts = (1, 4, 8, 16)
     print()
     print(f"--samples N, 2 threads, -t 0.8 -k 40: total generated tok/s over all samples, median of {runs} "
-          "alternating runs (± half the spread), and / N = 1:")
-    print("| model | weights | prefill tok/s (128) | " + " | ".join(f"N = {n}" for n in counts) + " |")
-    print("|---|---|---|" + "---|" * len(counts))
+          "alternating runs (± half the spread), and / N = 1; then prefill / N = 1 (how far many samples "
+          "could go) and N = 16 / prefill (how far they go):")
+    print("| model | weights | prefill tok/s (128) | " + " | ".join(f"N = {n}" for n in counts) +
+          " | prefill / N = 1 | N = 16 / prefill |")
+    print("|---|---|---|" + "---|" * len(counts) + "---|---|")
     for name, dtype, model, flags in cases:
         speeds: dict[int, list[float]] = {n: [] for n in counts}
         prefill, prompt = [], prompt_of(model, 128)
@@ -387,7 +454,9 @@ def samples_table(runs: int) -> None:
         base = statistics.median(speeds[1])
         cells = [f"{statistics.median(v):.0f} ± {spread(v):.0f} ({statistics.median(v) / base:.1f}x)"
                  for v in speeds.values()]
-        print(f"| {name} | {dtype} | {statistics.median(prefill):.0f} | " + " | ".join(cells) + " |", flush=True)
+        pre = statistics.median(prefill)
+        print(f"| {name} | {dtype} | {pre:.0f} | " + " | ".join(cells) +
+              f" | {pre / base:.1f}x | {statistics.median(speeds[16]) / pre:.0%} |", flush=True)
 
 
 def drop_from_page_cache(path: Path) -> None:
@@ -421,6 +490,34 @@ def cold_table(runs: int) -> None:
               f"{spread(pre):.0f} |")
     ratio = statistics.median(c[1] / w[1] for c, w in zip(cold, warm))
     print(f"cold prefill / warm prefill, median over the pairs: {ratio:.0%}")
+
+
+def kernels_table(runs: int) -> None:
+    """Each format's decode kernel alone (tests/bench/kernels.c: matmul() of one token over a
+    matrix of 2048 columns, repeated) against a plain read of the same bytes, for a matrix of
+    about half the last-level cache and one of 4 times it; best of `runs` runs of the program,
+    each the best of its own 5 rounds."""
+    llc = last_level_cache()
+    per_value = {"f32": 4, "q8_0": 36 / 32, "q4_0": 20 / 32}  # with the rearranged copy's scales
+    print()
+    print(f"Decode kernels alone (tests/build/kernels FORMAT ROWS 2048 THREADS), GB/s of weights consumed, "
+          f"against a read of a buffer of the same size (last-level cache {llc >> 20} MiB):")
+    print("| format | matrix | MB | threads | kernel GB/s | read GB/s | kernel / read |")
+    print("|---|---|---|---|---|---|---|")
+    for dtype in DTYPES:
+        for where, target in (("in cache", llc / 2), ("in DRAM", 4 * llc)):
+            rows = max(16, int(target / (2048 * per_value[dtype])) // 16 * 16)
+            for threads in (1, 2):
+                best, size = 0.0, 0
+                for _ in range(runs):
+                    r = sh(REPO / "tests" / "build" / "kernels", dtype, rows, 2048, threads)
+                    if r.returncode:
+                        sys.exit(f"kernels failed: {r.stderr.decode()}")
+                    size, gbs = int(r.stdout.split()[0]), float(r.stdout.split()[1])
+                    best = max(best, gbs)
+                read = max(bandwidth(threads, size) for _ in range(2))
+                print(f"| {dtype} | {rows} x 2048, {where} | {size / 1e6:.1f} | {threads} | {best:.1f} | {read:.1f} "
+                      f"| {best / read:.0%} |", flush=True)
 
 
 def paths_table(runs: int) -> None:
@@ -528,8 +625,9 @@ def tokenizer_table(runs: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--shapes", default="124M,medium,large,llama",
-                    help="shapes for the models table, comma-separated (GPT-2's 124M, medium, large; llama)")
+    ap.add_argument("--shapes", default="cached,124M,medium,large,llama",
+                    help="shapes for the models table, comma-separated (cached: about half the last-level "
+                         "cache; GPT-2's 124M, medium, large; llama)")
     ap.add_argument("--skip-models", action="store_true")
     ap.add_argument("--skip-quality", action="store_true")
     ap.add_argument("--skip-load", action="store_true")
@@ -537,6 +635,7 @@ def main() -> None:
     ap.add_argument("--skip-tokenizer", action="store_true")
     ap.add_argument("--skip-paths", action="store_true")
     ap.add_argument("--skip-samples", action="store_true")
+    ap.add_argument("--skip-kernels", action="store_true")
     ap.add_argument("--cache", choices=("f16", "f32"), default="f16")
     args = ap.parse_args()
     global CACHE
@@ -553,6 +652,8 @@ def main() -> None:
         load_table(args.runs)
     if not args.skip_cold:
         cold_table(args.runs)
+    if not args.skip_kernels:
+        kernels_table(args.runs)
     if not args.skip_samples:
         samples_table(args.runs)
     if not args.skip_paths:

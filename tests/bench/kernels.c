@@ -1,0 +1,78 @@
+/* tests/bench/kernels.c: the decode kernels alone, against a plain read of the same bytes.
+ *
+ * usage: kernels FORMAT ROWS COLS THREADS   (FORMAT f32, q8_0 or q4_0)
+ *
+ * A weight matrix of ROWS x COLS with random values in FORMAT, prepared as run's loader prepares
+ * it (q8_0 and q4_0: rearranged for this build's kernels), then matmul() of one token (a decode
+ * step's product) repeated, about 2 GB a round, with THREADS threads. Prints one line: the bytes
+ * the kernel reads per product (quants and scales, or the float32 matrix) and the GB/s
+ * at which it consumes them (best of 5 rounds). tests/bench/bench.py sets this beside
+ * tests/build/bandwidth's read of a buffer of the same size: a matrix that fits the cache shows
+ * the kernel's own speed, one that does not, memory's. run.c is included whole, as in
+ * tests/test_kernels.c. */
+#define TESTING
+#include "../../run.c"
+
+#include <omp.h>
+
+static uint64_t state = 88172645463325252ull;
+static uint64_t next(void) { /* xorshift64 */
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 5) die("usage: kernels f32|q8_0|q4_0 ROWS COLS THREADS");
+    int type = !strcmp(argv[1], "f32") ? WT_F32 : !strcmp(argv[1], "q8_0") ? WT_Q8_0 : !strcmp(argv[1], "q4_0") ? WT_Q4_0 : -1;
+    int rows = atoi(argv[2]), cols = atoi(argv[3]), threads = atoi(argv[4]);
+    if (type < 0 || rows < 16 || cols < 32 || cols % 32 || threads < 1) die("bad arguments");
+    omp_set_num_threads(threads);
+    size_t values = (size_t)rows * cols;
+    Matrix m = {.type = type, .rows = rows, .cols = cols};
+    float *f = NULL, *scale = NULL;
+    int8_t *q8 = NULL;
+    uint8_t *q4 = NULL;
+    if (type == WT_F32) {
+        f = malloc(values * sizeof(float));
+        for (size_t i = 0; i < values; i++) f[i] = (float)(next() % 2001) / 1000.0f - 1.0f;
+        m.f32 = f;
+    } else {
+        scale = malloc(values / 32 * sizeof(float));
+        for (size_t i = 0; i < values / 32; i++) scale[i] = (float)(next() % 1000 + 1) * 1e-5f;
+        m.scale = scale;
+        if (type == WT_Q8_0) {
+            q8 = malloc(values);
+            for (size_t i = 0; i < values; i++) q8[i] = (int8_t)(next() % 255 - 127);
+            m.q8 = q8;
+        } else {
+            q4 = malloc(values / 2);
+            for (size_t i = 0; i < values / 2; i++) q4[i] = (uint8_t)next();
+            m.q4 = q4;
+        }
+    }
+    Matrix *list[1] = {&m};
+    size_t copy_bytes = prepare_weights(list, 1, NULL);
+    void *copy = copy_bytes ? malloc(copy_bytes) : NULL;
+    if (copy) prepare_weights(list, 1, copy);
+    /* what one product reads: float32 values, or the quants and one float scale per 32 (of the
+     * copy's whole panels of 16 rows where there is a copy; not q8_0's group sums, which only
+     * its prefill reads) */
+    size_t stored = copy_bytes ? panel_rows(rows) * (size_t)cols : values;
+    size_t bytes = type == WT_F32 ? values * sizeof(float) : stored / (type == WT_Q4_0 ? 2 : 1) + stored / 32 * 4;
+    float *x = malloc((size_t)cols * sizeof(float)), *out = malloc((size_t)rows * sizeof(float));
+    for (int i = 0; i < cols; i++) x[i] = (float)(next() % 2001) / 1000.0f - 1.0f;
+    MatmulScratch scratch = {0};
+    if (!matmul_scratch_init(&scratch, 1, cols, type)) die("out of memory");
+    int reps = (int)(2e9 / (double)bytes) + 1; /* about 2 GB a round */
+    double best = 0.0;
+    for (int round = 0; round < 6; round++) {
+        double t0 = now_seconds();
+        for (int r = 0; r < reps; r++) matmul(out, x, &m, NULL, 1, 0, &scratch);
+        double gbs = (double)bytes * reps / (now_seconds() - t0) / 1e9;
+        if (round > 0 && gbs > best) best = gbs; /* round 0 warms the caches */
+    }
+    printf("%zu %.2f\n", bytes, best);
+    return 0;
+}
