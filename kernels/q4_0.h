@@ -203,7 +203,10 @@ static void q4_rows16(const QuantProduct *p, int panel, int t0, int tokens) {
  * broadcast to every lane. Each token's sums start at -8 x sum(x) (taking the +8 off the
  * quants) and run as two chains, low and high nibbles, added at the end of the group: exact
  * integers, so the order is free. TOKENS is a constant in each caller, so the loops over tokens
- * unroll. */
+ * unroll. ONE_LOAD keeps each line in a register: left alone, GCC folds the load into both
+ * instructions that use it in decode, and the decode kernel (tests/bench/kernels.c, a matrix of
+ * 8192 x 2048 in cache, 1 thread, AMD Zen 4) consumed 53 GB/s of weights with two loads per line
+ * and 64 with one. */
 static inline __attribute__((always_inline)) void q4_rows16_512(const QuantProduct *p, int panel, int t0,
                                                                 const int TOKENS) {
     int nb = p->nb, n = nb * QUANT_GROUP, r0 = PANEL_ROWS * panel;
@@ -230,6 +233,7 @@ static inline __attribute__((always_inline)) void q4_rows16_512(const QuantProdu
         }
         for (int k = 0; k < 4; k++) {
             __m512i v = _mm512_loadu_si512(group + 64 * k);
+            ONE_LOAD(v);
             __m512i a = _mm512_and_si512(v, low4), c = _mm512_andnot_si512(low4, v); /* c: 16 x the high nibbles */
             for (int t = 0; t < TOKENS; t++) {
                 int32_t first, second; /* activation quants 4k..4k+3 and 16+4k..16+4k+3 */
@@ -263,38 +267,7 @@ static void group_sums(int32_t *sum, const int8_t *q, long groups) {
 }
 
 #if defined(Q4_VNNI512)
-/* Decode, rows 16 * panel .. + 15 for one token: as q4_rows16_512, the group's 8 dpbusd in four
- * chains of two. ONE_LOAD keeps each line in a register: left alone, GCC folds the load into
- * both instructions that use it, and the kernel (tests/bench/kernels.c, a matrix of 8192 x
- * 2048 in cache, 1 thread, AMD Zen 4) consumed 53 GB/s of weights with two loads per line and
- * 64 with one. */
-static void q4_decode_panel(const QuantProduct *p, int panel) {
-    int nb = p->nb, r0 = PANEL_ROWS * panel;
-    const uint8_t *wt = (const uint8_t *)p->wq + (size_t)panel * nb * Q4_PANEL_GROUP;
-    const float *ws = p->ws + (size_t)panel * nb * PANEL_ROWS;
-    const __m512i low4 = _mm512_set1_epi8(15);
-    __m512 acc = _mm512_setzero_ps();
-    for (int b = 0; b < nb; b++) {
-        const uint8_t *group = wt + (size_t)b * Q4_PANEL_GROUP;
-        const int8_t *x = p->xq + b * QUANT_GROUP;
-        __m512i d[4] = {_mm512_set1_epi32(-8 * p->xsum[b]), _mm512_setzero_si512(), _mm512_setzero_si512(),
-                        _mm512_setzero_si512()};
-        for (int k = 0; k < 4; k++) {
-            __m512i v = _mm512_loadu_si512(group + 64 * k);
-            ONE_LOAD(v);
-            int32_t first, second;
-            memcpy(&first, x + 4 * k, 4);
-            memcpy(&second, x + 16 + 4 * k, 4);
-            d[2 * (k & 1)] = _mm512_dpbusd_epi32(d[2 * (k & 1)], _mm512_and_si512(v, low4), _mm512_set1_epi32(first));
-            d[2 * (k & 1) + 1] = _mm512_dpbusd_epi32(d[2 * (k & 1) + 1], _mm512_andnot_si512(low4, v), _mm512_set1_epi32(second));
-        }
-        __m512i dots = _mm512_add_epi32(_mm512_add_epi32(d[0], d[2]), _mm512_srai_epi32(_mm512_add_epi32(d[1], d[3]), 4));
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), _mm512_mul_ps(_mm512_loadu_ps(ws + b * PANEL_ROWS), _mm512_set1_ps(p->xs[b])), acc);
-    }
-    __mmask16 live = first_lanes(p->rows - r0);
-    __m512 bv = p->bias ? _mm512_maskz_loadu_ps(live, p->bias + r0) : _mm512_setzero_ps();
-    _mm512_mask_storeu_ps(p->out + r0, live, _mm512_add_ps(acc, bv));
-}
+static void q4_decode_panel(const QuantProduct *p, int panel) { q4_rows16_512(p, panel, 0, 1); }
 static void q4_prefill_panel(const QuantProduct *p, int panel) {
     for (int t0 = 0; t0 < p->T; t0 += 8) q4_rows16_512(p, panel, t0, 8);
 }
