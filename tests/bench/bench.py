@@ -89,7 +89,6 @@ def sh(*args, **kw) -> subprocess.CompletedProcess:
 
 
 SHAPES = {  # name: (layers, heads, width)
-    "cached": (0, 0, 0),  # per format: about half the last-level cache (cached_layout)
     "124M": (12, 12, 768),
     "medium": (24, 16, 1024),
     "large": (36, 20, 1280),
@@ -98,6 +97,7 @@ SHAPES = {  # name: (layers, heads, width)
 
 
 DTYPES = ("f32", "q8_0", "q4_0")
+BYTES_PER_VALUE = {"f32": 4, "q8_0": 36 / 32, "q4_0": 20 / 32}  # model.h: quants + a float32 scale per 32
 
 
 def export(source: Path, out: Path, dtype: str) -> None:
@@ -116,18 +116,28 @@ def llama_tokenizer():
     return TokenizerData("gpt2", full.tokens[:32000], ranks, -1)
 
 
+def write_random_model(cfg, tok, out: Path, dtype: str) -> None:
+    """out: a model of configuration cfg with random weights (seed 124, std 0.02) and
+    tokenizer tok, through a checkpoint and export/export.py as dtype."""
+    import torch
+    from export import save_checkpoint
+    from model import GPT
+    torch.set_num_threads(2)
+    OUT.mkdir(exist_ok=True)
+    ckpt = out.with_suffix(".pt")
+    save_checkpoint(ckpt, GPT(cfg).init_random(124, std=0.02), tok)
+    export(ckpt, out, dtype)
+    ckpt.unlink()
+
+
 def gpt2_shape(name: str) -> dict[str, Path]:
     """The f32, q8_0 and q4_0 files of a GPT-2-shaped (or the Llama-shaped) model with random
     weights, made once: float32 from a checkpoint, the quantized ones from the float32 file."""
     tag = "124m" if name == "124M" else name
     files = {dtype: OUT / f"{'llama' if name == 'llama' else 'gpt2'}_{tag}_{dtype}.bin" for dtype in DTYPES}
     if not files["f32"].exists():
-        import torch
         from common import gpt2_tokenizer
-        from export import save_checkpoint
-        from model import GPT, GPTConfig
-        torch.set_num_threads(2)
-        OUT.mkdir(exist_ok=True)
+        from model import GPTConfig
         layers, heads, width = SHAPES[name]
         if name == "llama":
             tok = llama_tokenizer()
@@ -138,10 +148,7 @@ def gpt2_shape(name: str) -> dict[str, Path]:
             tok = gpt2_tokenizer()
             cfg = GPTConfig(n_layer=layers, n_head=heads, n_embd=width, n_hidden=4 * width, n_ctx=1024,
                             vocab_size=50257, vocab_padded=50257, gelu="tanh", bias=True, tied_head=True)
-        ckpt = OUT / f"gpt2_{tag}.pt"
-        save_checkpoint(ckpt, GPT(cfg).init_random(124, std=0.02), tok)
-        export(ckpt, files["f32"], "f32")
-        ckpt.unlink()
+        write_random_model(cfg, tok, files["f32"], "f32")
     for dtype, path in files.items():
         if not path.exists():
             export(files["f32"], path, dtype)
@@ -166,7 +173,7 @@ def cached_layout(dtype: str, llc: int) -> tuple[int, int]:
     """(layers, width) of the cache-resident GPT-2 shape in this format: a decode step reads
     about half the last-level cache, the widest of 512, 384 and 256 with one layer and the head
     within 60% of it."""
-    per_value = {"f32": 4, "q8_0": 34 / 32, "q4_0": 18 / 32}[dtype]
+    per_value = BYTES_PER_VALUE[dtype]
     for width in (512, 384, 256):
         layer, head = 12 * width * width * per_value, CACHED_VOCAB * width * per_value
         if layer + head <= 0.6 * llc or width == 256:
@@ -184,18 +191,11 @@ def cached_shape() -> dict[str, Path]:
         layers, width = cached_layout(dtype, llc)
         path = OUT / f"gpt2_cached_{layers}x{width}_{dtype}.bin"
         if not path.exists():
-            import torch
             from common import small_gpt2_tokenizer
-            from export import save_checkpoint
-            from model import GPT, GPTConfig
-            torch.set_num_threads(2)
-            OUT.mkdir(exist_ok=True)
+            from model import GPTConfig
             cfg = GPTConfig(n_layer=layers, n_head=width // 64, n_embd=width, n_hidden=4 * width, n_ctx=1024,
                             vocab_size=CACHED_VOCAB, vocab_padded=CACHED_VOCAB, gelu="tanh", bias=True, tied_head=True)
-            ckpt = OUT / f"gpt2_cached_{layers}x{width}.pt"
-            save_checkpoint(ckpt, GPT(cfg).init_random(124, std=0.02), small_gpt2_tokenizer(CACHED_VOCAB - 256))
-            export(ckpt, path, dtype)
-            ckpt.unlink()
+            write_random_model(cfg, small_gpt2_tokenizer(CACHED_VOCAB - 256), path, dtype)
         files[dtype] = path
     return files
 
@@ -329,8 +329,9 @@ def models_table(runs: int, shapes: list[str]) -> None:
     info = sh(RUN, rows[0][2], "--info").stdout.decode()
     print(next(line for line in info.splitlines() if line.startswith("kernels:")))
     if "cached" in shapes:
-        print(f"cached shape: last-level cache {last_level_cache() >> 20} MiB; " + ", ".join(
-            f"{dtype} {'x'.join(map(str, cached_layout(dtype, last_level_cache())))} (layers x width)" for dtype in DTYPES))
+        llc = last_level_cache()
+        print(f"cached shape: last-level cache {llc >> 20} MiB; " + ", ".join(
+            f"{dtype} {'x'.join(map(str, cached_layout(dtype, llc)))} (layers x width)" for dtype in DTYPES))
     print(f"read bandwidth of 1 GiB (DRAM): {bandwidth(1):.1f} GB/s with 1 thread, {bandwidth(2):.1f} GB/s with 2 "
           "(tests/build/bandwidth)")
     print(f"median of {runs} runs (± half the spread); ceiling = read bandwidth of a buffer as large as the "
@@ -498,7 +499,6 @@ def kernels_table(runs: int) -> None:
     about half the last-level cache and one of 4 times it; best of `runs` runs of the program,
     each the best of its own 5 rounds."""
     llc = last_level_cache()
-    per_value = {"f32": 4, "q8_0": 36 / 32, "q4_0": 20 / 32}  # with the rearranged copy's scales
     print()
     print(f"Decode kernels alone (tests/build/kernels FORMAT ROWS 2048 THREADS), GB/s of weights consumed, "
           f"against a read of a buffer of the same size (last-level cache {llc >> 20} MiB):")
@@ -506,7 +506,7 @@ def kernels_table(runs: int) -> None:
     print("|---|---|---|---|---|---|---|")
     for dtype in DTYPES:
         for where, target in (("in cache", llc / 2), ("in DRAM", 4 * llc)):
-            rows = max(16, int(target / (2048 * per_value[dtype])) // 16 * 16)
+            rows = max(16, int(target / (2048 * BYTES_PER_VALUE[dtype])) // 16 * 16)
             for threads in (1, 2):
                 best, size = 0.0, 0
                 for _ in range(runs):
@@ -641,9 +641,9 @@ def main() -> None:
     global CACHE
     CACHE = args.cache
     shapes = [x for x in args.shapes.split(",") if x]
-    unknown = [x for x in shapes if x not in SHAPES]
+    unknown = [x for x in shapes if x not in ("cached", *SHAPES)]
     if unknown:
-        ap.error(f"unknown shape {unknown[0]!r}: choose from {', '.join(SHAPES)}")
+        ap.error(f"unknown shape {unknown[0]!r}: choose from cached, {', '.join(SHAPES)}")
     if not args.skip_models:
         models_table(args.runs, shapes)
     if not args.skip_quality:
