@@ -15,8 +15,9 @@
  *
  * Layout, per sequence, layer and key/value head (HeadAttention's, so that a vector holds 16
  * positions' keys at once):
- *   keys    (head_size, ctx16): transposed, dimension d of position j at [d * ctx16 + j],
- *           ctx16 = n_ctx rounded up to 16;
+ *   keys    (ctx16 / 16, head_size, 16): blocks of 16 positions, each transposed: dimension d
+ *           of position j at [key_index(head_size, j, d)] = [(j / 16 * head_size + d) * 16 +
+ *           j % 16], ctx16 = n_ctx rounded up to 16;
  *   values  (n_ctx, hs16): position j's at [j * hs16], hs16 = head_size rounded up to 16, the
  *           padding zero.
  */
@@ -34,7 +35,7 @@
 #include "kernels/simd.h"
 
 typedef struct {
-    void *keys;    /* (n_seq, n_layer, n_kv_head, head_size, ctx16) of uint16_t or float */
+    void *keys;    /* (n_seq, n_layer, n_kv_head, ctx16 / 16, head_size, 16) of uint16_t or float */
     void *values;  /* (n_seq, n_layer, n_kv_head, n_ctx, hs16) of uint16_t or float */
     CacheType type;
     size_t number; /* bytes of one number: 2 (binary16) or 4 (float32) */
@@ -58,8 +59,8 @@ static Positions in_sequence(int seq, long pos) { return (Positions){(int)pos, s
 static int position_of(const Positions *at, int i) { return at->samples ? at->pos : at->pos + i; }
 static int sequence_of(const Positions *at, int i) { return at->samples ? at->samples[i] : at->seq; }
 
-/* Bytes of one sequence's keys (or values): per layer and key/value head, head_size x ctx16
- * keys or n_ctx x hs16 values, which are the same count of numbers. As a double, for the memory
+/* Bytes of one sequence's keys (or values): per layer and key/value head, room for ctx16 x hs16
+ * numbers, which holds ctx16 x head_size keys and n_ctx x hs16 values. As a double, for the memory
  * check before anything is allocated (dimensions up to the loader's bounds cannot overflow it). */
 static double kv_cache_bytes(int n_layer, int n_kv_head, int head_size, int n_ctx, CacheType type) {
     return (double)n_layer * n_kv_head * round_up16(n_ctx) * round_up16(head_size) * (double)cache_number_bytes(type);
@@ -117,8 +118,9 @@ static void store_keys_values(const KVCache *kv, int l, const float *keys, const
         for (int i = 0; i < T; i++) {
             int seq = sequence_of(at, i), pos = position_of(at, i);
             const float *key = keys + i * stride + h * hs, *value = values + i * stride + h * hs;
-            /* the key transposed: dimension d at [d * ctx16 + pos]; the value at [pos * hs16] */
-            cache_put(kv, (char *)head_keys(kv, seq, l, h) + (size_t)pos * kv->number, key, hs, (size_t)kv->ctx16);
+            /* the key into its block: dimension d at [key_index(hs, pos, d)], 16 apart; the
+             * value at [pos * hs16] */
+            cache_put(kv, (char *)head_keys(kv, seq, l, h) + key_index(hs, pos, 0) * kv->number, key, hs, KEY_BLOCK);
             cache_put(kv, (char *)head_values(kv, seq, l, h) + (size_t)pos * kv->hs16 * kv->number, value, hs, 1);
         }
     }
@@ -129,10 +131,10 @@ static void store_keys_values(const KVCache *kv, int l, const float *keys, const
 static void copy_sequence(const KVCache *kv, int from, int to, long n) {
     for (int l = 0; l < kv->n_layer; l++)
         for (int h = 0; h < kv->n_kv_head; h++) {
-            size_t row = (size_t)kv->ctx16 * kv->number; /* one dimension's keys */
-            for (int d = 0; d < kv->head_size; d++)
-                memcpy((char *)head_keys(kv, to, l, h) + d * row, (char *)head_keys(kv, from, l, h) + d * row,
-                       (size_t)n * kv->number);
+            /* the blocks that hold positions 0..n-1 (the last one's later positions too:
+             * attention never uses those before they are stored) */
+            memcpy(head_keys(kv, to, l, h), head_keys(kv, from, l, h),
+                   key_index(kv->head_size, round_up16((int)n), 0) * kv->number);
             memcpy(head_values(kv, to, l, h), head_values(kv, from, l, h), (size_t)n * kv->hs16 * kv->number);
         }
 }
@@ -167,7 +169,7 @@ static void multi_head_attention(const KVCache *kv, int l, int n_head, int T, co
         int i = job / n_head * per_tile, h = job % n_head, seq = sequence_of(at, i), pos = position_of(at, i);
         HeadAttention b = {
             .query = queries + (size_t)i * q_stride + h * hs, .query_stride = q_stride,
-            .keys = head_keys(kv, seq, l, h / group), .key_stride = kv->ctx16,
+            .keys = head_keys(kv, seq, l, h / group),
             .values = head_values(kv, seq, l, h / group), .value_stride = kv->hs16, .cache = kv->type,
             .out = out + (size_t)i * out_stride + h * hs, .out_stride = out_stride,
             .pos = pos, .nq = min_int(per_tile, T - i), .head_size = hs,

@@ -21,13 +21,12 @@ typedef enum { CACHE_F32 = 0, CACHE_F16 = 1 } CacheType;
 /* Causal attention of nq consecutive queries of one head, at positions pos..pos+nq-1: query i
  * weighs keys 0..pos+i by softmax(query . key / sqrt(head_size)) (later keys are masked: weight
  * exactly 0) and writes the weighted sum of their values. The cache layout lets a vector hold
- * VW keys at once: keys transposed (dimension d of position j at keys[d * key_stride + j]),
+ * VW keys at once: keys in blocks of KEY_BLOCK positions, each block transposed (key_index()),
  * values by position (position j's at values[j * value_stride], zero past head_size). */
 typedef struct {
     const float *query;  /* nq queries of head_size floats, query_stride floats apart */
     int query_stride;
-    const void *keys;    /* (head_size, key_stride): this head's keys, transposed */
-    int key_stride;      /* round_up16(n_ctx) */
+    const void *keys;    /* (n_ctx / KEY_BLOCK rounded up, head_size, KEY_BLOCK): this head's keys */
     const void *values;  /* (n_ctx, value_stride): this head's values */
     int value_stride;    /* round_up16(head_size) */
     CacheType cache;     /* the numbers of keys and values: float or uint16_t (binary16) */
@@ -38,6 +37,15 @@ typedef struct {
                             weights_stride (pos + i + 1 values): the --attention picture */
     int weights_stride;
 } HeadAttention;
+
+/* Keys are kept in blocks of KEY_BLOCK consecutive positions, and within a block transposed:
+ * dimension d of the block's 16 positions is one run of 16 numbers, so a vector holds VW
+ * positions' dimension d (VW divides 16), and a head's keys up to a position are one
+ * contiguous stretch of memory, read front to back as attention goes through the positions. */
+#define KEY_BLOCK 16
+static inline size_t key_index(int head_size, int j, int d) {
+    return ((size_t)(j / KEY_BLOCK) * head_size + d) * KEY_BLOCK + j % KEY_BLOCK;
+}
 
 /* VW cached numbers from number i of a head's keys or values, as floats. */
 static inline vf load_cached(const void *head, size_t i, CacheType cache) {
@@ -54,33 +62,42 @@ static size_t attention_scratch_floats(int n_ctx, int head_size) {
 /* One query at position pos: scores of keys 0..pos, VW keys to a vector, softmax, weighted sum
  * of values, VW dimensions to a vector. att: round_up16(pos + 1) floats, which hold the
  * attention weights afterwards; qs: round_up16(head_size) floats.
- * The scores go through the transposed keys row by row (dimension d of every key is one
- * contiguous row), four rows at a time, each vector of scores loaded and stored once per four
- * rows, so that each row is read as a stream; taking all dimensions of a few keys at a time
- * instead jumps a whole row (2 KB of binary16 at n_ctx 1024) between loads. Each score is still
- * the fma chain over d in order. On AMD Zen 4 (GPT-2 124M shape, q8_0, 1 thread, 800 tokens
- * after a 128-token prompt, 3 alternating runs) decode went from 150-153 to 152-158 tok/s.
- * Rows are round_up16(n_ctx) long, so the last part vector reads cache, not past it. */
+ * Scores are computed for four vectors of positions at a time (four blocks of keys when VW is
+ * 16), each the fma chain over d in order, the four chains independent so that they overlap;
+ * the blocks are read front to back. The last block is whole (positions up to round_up16(n)),
+ * so the last vector reads cache, not past it; scores past pos are computed and never used.
+ * Blocks replaced a layout with each dimension one row of n_ctx positions (a head's keys then
+ * were 64 short runs 2 KB apart): on AMD Zen 4, 128 greedy tokens after a 128-token prompt,
+ * medians of 3 alternating runs, decode went from 1243 to 1316 tok/s (bench.py's cached q4_0
+ * shape, 8 layers of width 512, 1 thread) and from 261 to 278 (GPT-2 124M q4_0). */
 static void attention_one(const HeadAttention *b, int i, float *att, float *qs) {
-    int n = b->pos + i + 1, hs = b->head_size, ks = b->key_stride, vs = b->value_stride, j, d = 0;
+    int n = b->pos + i + 1, n16 = round_up16(n), hs = b->head_size, vs = b->value_stride, j, d = 0;
     const float *query = b->query + (size_t)i * b->query_stride;
     float scale = 1.0f / sqrtf((float)hs);
     for (d = 0; d < hs; d++) qs[d] = query[d] * scale;
-    for (j = 0; j < n; j += VW) vf_store(att + j, vf_set1(0.0f));
-    for (d = 0; d + 4 <= hs; d += 4) {
-        vf q0 = vf_set1(qs[d]), q1 = vf_set1(qs[d + 1]), q2 = vf_set1(qs[d + 2]), q3 = vf_set1(qs[d + 3]);
-        size_t row = (size_t)d * ks;
-        for (j = 0; j < n; j += VW) {
-            vf s = vf_fma(q0, load_cached(b->keys, row + j, b->cache), vf_load(att + j));
-            s = vf_fma(q1, load_cached(b->keys, row + ks + j, b->cache), s);
-            s = vf_fma(q2, load_cached(b->keys, row + 2 * (size_t)ks + j, b->cache), s);
-            s = vf_fma(q3, load_cached(b->keys, row + 3 * (size_t)ks + j, b->cache), s);
-            vf_store(att + j, s);
+    for (j = 0; j + 4 * VW <= n16; j += 4 * VW) {
+        size_t k0 = key_index(hs, j, 0), k1 = key_index(hs, j + VW, 0), k2 = key_index(hs, j + 2 * VW, 0),
+               k3 = key_index(hs, j + 3 * VW, 0);
+        vf s0 = vf_set1(0.0f), s1 = s0, s2 = s0, s3 = s0;
+        for (d = 0; d < hs; d++) {
+            vf q = vf_set1(qs[d]);
+            size_t at = (size_t)d * KEY_BLOCK;
+            s0 = vf_fma(q, load_cached(b->keys, k0 + at, b->cache), s0);
+            s1 = vf_fma(q, load_cached(b->keys, k1 + at, b->cache), s1);
+            s2 = vf_fma(q, load_cached(b->keys, k2 + at, b->cache), s2);
+            s3 = vf_fma(q, load_cached(b->keys, k3 + at, b->cache), s3);
         }
+        vf_store(att + j, s0);
+        vf_store(att + j + VW, s1);
+        vf_store(att + j + 2 * VW, s2);
+        vf_store(att + j + 3 * VW, s3);
     }
-    for (; d < hs; d++)
-        for (j = 0; j < n; j += VW)
-            vf_store(att + j, vf_fma(vf_set1(qs[d]), load_cached(b->keys, (size_t)d * ks + j, b->cache), vf_load(att + j)));
+    for (; j < n16; j += VW) { /* fewer than four vectors left */
+        size_t k = key_index(hs, j, 0);
+        vf s = vf_set1(0.0f);
+        for (d = 0; d < hs; d++) s = vf_fma(vf_set1(qs[d]), load_cached(b->keys, k + (size_t)d * KEY_BLOCK, b->cache), s);
+        vf_store(att + j, s);
+    }
     softmax(att, n);
     float *out = b->out + (size_t)i * b->out_stride;
     for (d = 0; d < hs; d += 4 * VW) { /* four vectors of the head's dimensions in flight */
@@ -131,7 +148,7 @@ static inline void keys4(const HeadAttention *b, size_t i, float *k) {
  * Each lane performs the operations of attention_one() in the same order. */
 static void attention_lanes16(const HeadAttention *b, int q0, float *scratch) {
     int hs = b->head_size, nq = min_int(16, b->nq - q0), p0 = b->pos + q0, n_keys = p0 + nq, j;
-    int ks = b->key_stride, vs = b->value_stride;
+    int vs = b->value_stride;
     const float *queries = b->query + (size_t)q0 * b->query_stride;
     float *att = scratch, *qt = scratch + (size_t)16 * round_up16(n_keys);
     float scale = 1.0f / sqrtf((float)hs);
@@ -146,8 +163,8 @@ static void attention_lanes16(const HeadAttention *b, int q0, float *scratch) {
         __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
         for (int d = 0; d < hs; d++) {
             __m512 qv = _mm512_loadu_ps(qt + d * 16);
-            float k[4]; /* keys j..j+3: within the row */
-            keys4(b, (size_t)d * ks + j, k);
+            float k[4]; /* keys j..j+3: within one block */
+            keys4(b, key_index(hs, j, d), k);
             s0 = _mm512_fmadd_ps(qv, _mm512_set1_ps(k[0]), s0);
             s1 = _mm512_fmadd_ps(qv, _mm512_set1_ps(k[1]), s1);
             s2 = _mm512_fmadd_ps(qv, _mm512_set1_ps(k[2]), s2);

@@ -133,11 +133,10 @@ static AttentionCase attention_case(int pos, int nq, int hs) {
     uint64_t seed = 99 + pos + nq + hs;
     for (int i = 0; i < nq * hs; i++) a.q[i] = (float)(rng_uniform(&seed) * 4 - 2);
     for (int j = 0; j < n_keys; j++)
-        for (int d = 0; d < hs; d++) a.keys[(size_t)d * ks + j] = (float)(rng_uniform(&seed) * 4 - 2);
+        for (int d = 0; d < hs; d++) a.keys[key_index(hs, j, d)] = (float)(rng_uniform(&seed) * 4 - 2);
     for (int j = 0; j < n_keys; j++)
         for (int d = 0; d < hs; d++) a.v[(size_t)j * vs + d] = (float)(rng_uniform(&seed) * 2 - 1);
-    a.block = (HeadAttention){.query = a.q, .query_stride = hs, .keys = a.keys, .key_stride = ks,
-                               .values = a.v, .value_stride = vs, .out = a.out, .out_stride = hs,
+    a.block = (HeadAttention){.query = a.q, .query_stride = hs, .keys = a.keys, .values = a.v, .value_stride = vs, .out = a.out, .out_stride = hs,
                                .pos = pos, .nq = nq, .head_size = hs, .weights = a.weights,
                                .weights_stride = n_keys};
     return a;
@@ -248,7 +247,7 @@ static void check_attention(int pos, int nq, int hs) {
         double score[512], max = -1e300, sum = 0.0;
         for (int j = 0; j < keys; j++) {
             score[j] = 0.0;
-            for (int d = 0; d < hs; d++) score[j] += (double)q[i * hs + d] * a.keys[(size_t)d * a.block.key_stride + j];
+            for (int d = 0; d < hs; d++) score[j] += (double)q[i * hs + d] * a.keys[key_index(hs, j, d)];
             score[j] /= sqrt((double)hs);
             if (score[j] > max) max = score[j];
         }
@@ -353,7 +352,7 @@ static void check_matmul_bits(int n, int d, int T, int type, int packed) {
 static void check_attention_bits(int pos, int nq, int hs) {
     AttentionCase a = attention_case(pos, nq, hs);
     attention(&a.block, a.scratch);
-    int n_keys = pos + nq, ks = a.block.key_stride, vs = a.block.value_stride;
+    int n_keys = pos + nq, vs = a.block.value_stride;
     float *want = malloc(sizeof(float) * nq * hs), *want_weights = calloc((size_t)nq * n_keys, sizeof(float));
     float *got_weights = calloc((size_t)nq * n_keys, sizeof(float)), scale = 1.0f / sqrtf((float)hs);
     for (int i = 0; i < nq; i++) {
@@ -361,7 +360,7 @@ static void check_attention_bits(int pos, int nq, int hs) {
         float *att = want_weights + (size_t)i * n_keys;
         for (int j = 0; j < keys; j++) {
             float s = 0.0f;
-            for (int d = 0; d < hs; d++) s = fmaf(a.q[i * hs + d] * scale, a.keys[(size_t)d * ks + j], s);
+            for (int d = 0; d < hs; d++) s = fmaf(a.q[i * hs + d] * scale, a.keys[key_index(hs, j, d)], s);
             att[j] = s;
         }
         ref_softmax(att, keys);
@@ -464,7 +463,7 @@ static void check_f16_conversions(void) {
 static void check_attention_f16(int pos, int nq, int hs) {
     AttentionCase a = attention_case(pos, nq, hs);
     int n_keys = pos + nq;
-    size_t nk = (size_t)hs * a.block.key_stride, nv = (size_t)n_keys * a.block.value_stride;
+    size_t nk = (size_t)hs * round_up16(n_keys), nv = (size_t)n_keys * a.block.value_stride;
     uint16_t *keys16 = malloc(sizeof(uint16_t) * nk), *values16 = malloc(sizeof(uint16_t) * nv);
     for (size_t i = 0; i < nk; i++) keys16[i] = f16_from_f32(a.keys[i]), a.keys[i] = f32_from_f16(keys16[i]);
     for (size_t i = 0; i < nv; i++) values16[i] = f16_from_f32(a.v[i]), a.v[i] = f32_from_f16(values16[i]);
@@ -573,7 +572,8 @@ int main(void) {
     expect_near("scaled dot product", dot_f32(q, k, 3) / sqrtf(3.0f), 0.606, 5e-4);
 
     /* The attention weights of that query over keys [k, 0] are softmax([0.606, 0]). Keys are
-     * stored transposed, 16 positions to a row; values 16 floats apart. Position 2 lies in the
+     * stored in blocks of 16 positions, transposed (dimension d of position j at d * 16 + j, in
+     * the first block); values 16 floats apart. Position 2 lies in the
      * future of a query at position 1: its key and value are NaN, which would poison any sum
      * they entered, and its weight is never reported. */
     float keys[3 * 16], values[3 * 16], out[3], weights[3] = {0, 0, -7.0f}, scratch[2 * 16 * 16 + 64];
@@ -584,7 +584,7 @@ int main(void) {
         values[0 * 16 + d] = (float)(1 + d);
         values[1 * 16 + d] = (float)(4 + d);
     }
-    HeadAttention block = {.query = q, .query_stride = 3, .keys = keys, .key_stride = 16, .values = values,
+    HeadAttention block = {.query = q, .query_stride = 3, .keys = keys, .values = values,
                             .value_stride = 16, .out = out, .out_stride = 3, .pos = 1, .nq = 1, .head_size = 3,
                             .weights = weights, .weights_stride = 3};
     attention(&block, scratch);
@@ -755,9 +755,11 @@ int main(void) {
     check_matmul_bits(50, 30, 45, WT_F32, 0);
 
     /* attention: one query (decode), a block of 16 and one of 20 (a part block after a whole
-     * one) from past position 0, head sizes that do and do not fit the 16-lane path */
-    int cases[][3] = {{0, 1, 64}, {37, 1, 48}, {0, 16, 64}, {5, 20, 32}, {9, 7, 36}, {70, 16, 64}};
-    for (int i = 0; i < 6; i++) {
+     * one) from past position 0, head sizes that do and do not fit the 16-lane path; queries
+     * past 64 keys, whose scores take four vectors of keys at a time and then the rest */
+    int cases[][3] = {{0, 1, 64}, {37, 1, 48}, {0, 16, 64}, {5, 20, 32}, {9, 7, 36}, {70, 16, 64},
+                      {150, 1, 64}, {90, 3, 40}};
+    for (int i = 0; i < 8; i++) {
         check_attention(cases[i][0], cases[i][1], cases[i][2]);
         check_attention_bits(cases[i][0], cases[i][1], cases[i][2]);
         check_attention_f16(cases[i][0], cases[i][1], cases[i][2]);
