@@ -206,7 +206,13 @@ static void q4_rows16(const QuantProduct *p, int panel, int t0, int tokens) {
  * unroll. ONE_LOAD keeps each line in a register: left alone, GCC folds the load into both
  * instructions that use it in decode, and the decode kernel (tests/bench/kernels.c, a matrix of
  * 8192 x 2048 in cache, 1 thread, AMD Zen 4) consumed 53 GB/s of weights with two loads per line
- * and 64 with one. */
+ * and 64 with one.
+ * With 8 tokens the kernel computes long enough between loads that the hardware prefetcher
+ * falls behind: the first pass over a panel (t0 = 0; later passes find it in cache) asks for
+ * the group 8 ahead (2 KB). That is --samples 8's product (it has only 8 tokens; a prompt's has
+ * up to 128 and is bound by arithmetic): `tests/build/kernels q4_0 65536 2048 THREADS 8`
+ * (80 MB, in DRAM) on AMD Zen 4 went from 7.8 to 10.1-10.4 GB/s of weights with 1 thread and
+ * 15.3 to 16.4-16.5 with 2 (decode: 27-31). */
 static inline __attribute__((always_inline)) void q4_rows16_512(const QuantProduct *p, int panel, int t0,
                                                                 const int TOKENS) {
     int nb = p->nb, n = nb * QUANT_GROUP, r0 = PANEL_ROWS * panel;
@@ -226,6 +232,10 @@ static inline __attribute__((always_inline)) void q4_rows16_512(const QuantProdu
     for (int t = 0; t < TOKENS; t++) acc[t] = _mm512_setzero_ps();
     for (int b = 0; b < nb; b++) {
         const uint8_t *group = wt + (size_t)b * Q4_PANEL_GROUP;
+        if (TOKENS > 1 && t0 == 0) { /* the panel's first pass: the lines of 8 groups ahead */
+            for (int k = 0; k < 4; k++) _mm_prefetch((const char *)(group + 8 * Q4_PANEL_GROUP + 64 * k), _MM_HINT_T0);
+            _mm_prefetch((const char *)(ws + (b + 8) * PANEL_ROWS), _MM_HINT_T0);
+        }
         __m512i dlo[8], dhi[8];
         for (int t = 0; t < TOKENS; t++) {
             dlo[t] = _mm512_set1_epi32(-8 * xsum[t][b]);

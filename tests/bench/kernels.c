@@ -1,10 +1,11 @@
 /* tests/bench/kernels.c: the decode kernels alone, against a plain read of the same bytes.
  *
- * usage: kernels FORMAT ROWS COLS THREADS   (FORMAT f32, q8_0 or q4_0)
+ * usage: kernels FORMAT ROWS COLS THREADS [TOKENS]   (FORMAT f32, q8_0 or q4_0)
  *
  * A weight matrix of ROWS x COLS with random values in FORMAT, prepared as run's loader prepares
  * it (q8_0 and q4_0: rearranged for this build's kernels), then matmul() of one token (a decode
- * step's product) repeated, about 2 GB a round, with THREADS threads. Prints one line: the bytes
+ * step's product; with TOKENS, that many samples' decode steps at once, as --samples runs them)
+ * repeated, about 2 GB a round, with THREADS threads. Prints one line: the bytes
  * the kernel reads per product (quants and scales, or the float32 matrix) and the GB/s
  * at which it consumes them (best of 5 rounds). tests/bench/bench.py sets this beside
  * tests/build/bandwidth's read of a buffer of the same size: a matrix that fits the cache shows
@@ -24,10 +25,10 @@ static uint64_t next(void) { /* xorshift64 */
 }
 
 int main(int argc, char **argv) {
-    if (argc != 5) die("usage: kernels f32|q8_0|q4_0 ROWS COLS THREADS");
+    if (argc != 5 && argc != 6) die("usage: kernels f32|q8_0|q4_0 ROWS COLS THREADS [TOKENS]");
     int type = !strcmp(argv[1], "f32") ? WT_F32 : !strcmp(argv[1], "q8_0") ? WT_Q8_0 : !strcmp(argv[1], "q4_0") ? WT_Q4_0 : -1;
-    int rows = atoi(argv[2]), cols = atoi(argv[3]), threads = atoi(argv[4]);
-    if (type < 0 || rows < 16 || cols < 32 || cols % 32 || threads < 1) die("bad arguments");
+    int rows = atoi(argv[2]), cols = atoi(argv[3]), threads = atoi(argv[4]), tokens = argc == 6 ? atoi(argv[5]) : 1;
+    if (type < 0 || rows < 16 || cols < 32 || cols % 32 || threads < 1 || tokens < 1 || tokens > 64) die("bad arguments");
     omp_set_num_threads(threads);
     size_t values = (size_t)rows * cols;
     Matrix m = {.type = type, .rows = rows, .cols = cols};
@@ -61,15 +62,15 @@ int main(int argc, char **argv) {
      * its prefill reads) */
     size_t stored = copy_bytes ? panel_rows(rows) * (size_t)cols : values;
     size_t bytes = type == WT_F32 ? values * sizeof(float) : stored / (type == WT_Q4_0 ? 2 : 1) + stored / 32 * 4;
-    float *x = malloc((size_t)cols * sizeof(float)), *out = malloc((size_t)rows * sizeof(float));
-    for (int i = 0; i < cols; i++) x[i] = (float)(next() % 2001) / 1000.0f - 1.0f;
+    float *x = malloc((size_t)tokens * cols * sizeof(float)), *out = malloc((size_t)tokens * rows * sizeof(float));
+    for (int i = 0; i < tokens * cols; i++) x[i] = (float)(next() % 2001) / 1000.0f - 1.0f;
     MatmulScratch scratch = {0};
-    if (!matmul_scratch_init(&scratch, 1, cols, type)) die("out of memory");
+    if (!matmul_scratch_init(&scratch, tokens, cols, type)) die("out of memory");
     int reps = (int)(2e9 / (double)bytes) + 1; /* about 2 GB a round */
     double best = 0.0;
     for (int round = 0; round < 6; round++) {
         double t0 = now_seconds();
-        for (int r = 0; r < reps; r++) matmul(out, x, &m, NULL, 1, 0, &scratch);
+        for (int r = 0; r < reps; r++) matmul(out, x, &m, NULL, tokens, 1, &scratch);
         double gbs = (double)bytes * reps / (now_seconds() - t0) / 1e9;
         if (round > 0 && gbs > best) best = gbs; /* round 0 warms the caches */
     }
