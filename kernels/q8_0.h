@@ -360,8 +360,11 @@ static inline __m256i add_dot4(__m256i sums, __m256i abs_w, __m256i signed_x) {
  * rows 0..7 and 8..15 of the panel in two registers, the tokens sharing each load of weights.
  * Decode is the case of one token; it asks for the next group's lines before using this
  * group's: on AMD Zen 2 (GPT-2 medium q8_0, 1 thread) that took the kernel from about 82% to
- * 91% of a plain read's speed, while 2 or more groups ahead was slower than none. The
- * activations (T, n) are signed. */
+ * 91% of a plain read's speed, while 2 or more groups ahead was slower than none. With several
+ * tokens the first pass over a panel asks for the group 4 ahead, as prefill_vnni512 does:
+ * `tests/build/kernels q8_0 65536 2048 THREADS 8` of this build (-mavx2 -mfma) on AMD Zen 4
+ * went from 6.1-6.5 to 7.2-7.3 GB/s of weights with 1 thread (11.3-11.4 to 11.6-13.1 with 2);
+ * not measured on an AVX2-only CPU. The activations (T, n) are signed. */
 static void rows16_avx2(const QuantProduct *p, int panel, int t0, int tokens) {
     int nb = p->nb, n = nb * QUANT_GROUP, r0 = PANEL_ROWS * panel;
     const int8_t *wt = (const int8_t *)p->wq + (size_t)panel * nb * Q8_PANEL_GROUP;
@@ -373,6 +376,8 @@ static void rows16_avx2(const QuantProduct *p, int panel, int t0, int tokens) {
         for (int t = 0; t < 4; t++) dlo[t] = dhi[t] = _mm256_setzero_si256();
         if (tokens == 1) /* decode: the next group's 8 lines asked for before this group's are used */
             for (int j = 0; j < 8; j++) _mm_prefetch((const char *)(wt + ((size_t)b + 1) * Q8_PANEL_GROUP + 64 * j), _MM_HINT_T0);
+        else if (t0 == 0) /* a panel's first pass with several tokens: the group 4 ahead (2 KB) */
+            for (int j = 0; j < 8; j++) _mm_prefetch((const char *)(wt + ((size_t)b + 4) * Q8_PANEL_GROUP + 64 * j), _MM_HINT_T0);
         for (int j = 0; j < 8; j++) {
             const int8_t *line = wt + ((size_t)b * 8 + j) * 64;
             __m256i wlo = _mm256_loadu_si256((const __m256i *)line),
