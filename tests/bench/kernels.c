@@ -1,6 +1,7 @@
 /* tests/bench/kernels.c: the decode kernels alone, against a plain read of the same bytes.
  *
  * usage: kernels FORMAT ROWS COLS THREADS [TOKENS]   (FORMAT f32, q8_0 or q4_0)
+ *        kernels attention f16|f32 POS
  *
  * A weight matrix of ROWS x COLS with random values in FORMAT, prepared as run's loader prepares
  * it (q8_0 and q4_0: rearranged for this build's kernels), then matmul() of one token (a decode
@@ -9,8 +10,14 @@
  * the kernel reads per product (quants and scales, or the float32 matrix) and the GB/s
  * at which it consumes them (best of 5 rounds). tests/bench/bench.py sets this beside
  * tests/build/bandwidth's read of a buffer of the same size: a matrix that fits the cache shows
- * the kernel's own speed, one that does not, memory's. run.c is included whole, as in
- * tests/test_kernels.c. */
+ * the kernel's own speed, one that does not, memory's.
+ *
+ * `kernels attention CACHE POS`: attention() of one decode query of a head of 64 dimensions at
+ * position POS, over that head's keys and values in a cache of CACHE numbers (they stay in L1/L2,
+ * so this is the arithmetic's own speed), repeated on one thread. Prints the nanoseconds per head
+ * (best of 5 rounds) and the GB/s of cache that is.
+ *
+ * run.c is included whole, as in tests/test_kernels.c. */
 #define TESTING
 #include "../../run.c"
 
@@ -24,7 +31,38 @@ static uint64_t next(void) { /* xorshift64 */
     return state;
 }
 
+static int attention_bench(int argc, char **argv) {
+    if (argc != 4 || (strcmp(argv[2], "f16") && strcmp(argv[2], "f32"))) die("usage: kernels attention f16|f32 POS");
+    int hs = 64, pos = atoi(argv[3]), n_ctx = round_up16(pos + 1);
+    if (pos < 0 || pos > 65535) die("bad position");
+    CacheType cache = !strcmp(argv[2], "f16") ? CACHE_F16 : CACHE_F32;
+    size_t numbers = (size_t)n_ctx * hs, bytes = numbers * cache_number_bytes(cache);
+    void *keys = malloc(bytes), *values = malloc(bytes);
+    float *q = malloc(hs * sizeof(float)), *out = malloc(hs * sizeof(float));
+    float *scratch = malloc(attention_scratch_floats(n_ctx, hs) * sizeof(float));
+    for (size_t i = 0; i < numbers; i++) {
+        float k = (float)(next() % 2001) / 1000.0f - 1.0f, v = (float)(next() % 2001) / 1000.0f - 1.0f;
+        if (cache == CACHE_F16) ((uint16_t *)keys)[i] = f16_from_f32(k), ((uint16_t *)values)[i] = f16_from_f32(v);
+        else ((float *)keys)[i] = k, ((float *)values)[i] = v;
+    }
+    for (int d = 0; d < hs; d++) q[d] = (float)(next() % 2001) / 1000.0f - 1.0f;
+    HeadAttention head = {.query = q, .query_stride = hs, .keys = keys, .values = values, .value_stride = hs,
+                          .cache = cache, .out = out, .out_stride = hs, .pos = pos, .nq = 1, .head_size = hs};
+    int reps = (int)(2e8 / (double)(pos + 1) / hs) + 1;
+    double best = 1e30;
+    for (int round = 0; round < 6; round++) {
+        double t0 = now_seconds();
+        for (int r = 0; r < reps; r++) attention(&head, scratch);
+        double ns = (now_seconds() - t0) / reps * 1e9;
+        if (round > 0 && ns < best) best = ns;
+    }
+    /* keys and values of positions 0..pos */
+    printf("%.0f ns per head, %.1f GB/s of cache\n", best, 2.0 * (pos + 1) * hs * cache_number_bytes(cache) / best);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "attention")) return attention_bench(argc, argv);
     if (argc != 5 && argc != 6) die("usage: kernels f32|q8_0|q4_0 ROWS COLS THREADS [TOKENS]");
     int type = !strcmp(argv[1], "f32") ? WT_F32 : !strcmp(argv[1], "q8_0") ? WT_Q8_0 : !strcmp(argv[1], "q4_0") ? WT_Q4_0 : -1;
     int rows = atoi(argv[2]), cols = atoi(argv[3]), threads = atoi(argv[4]), tokens = argc == 6 ? atoi(argv[5]) : 1;
