@@ -549,9 +549,37 @@ static void check_repeat_penalty(void) {
     free_sampler(&s);
 }
 
+/* kth_largest (top-k's cutoff) against the k-th value of a descending sort: random values with
+ * many repeats, ascending and descending runs (every value replaces the heap's smallest, or
+ * none does), k = 1, k = n and between. */
+static int descending(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x < y) - (x > y);
+}
+
+static void check_kth_largest(void) {
+    enum { N = 300 };
+    double x[N], sorted[N], heap[N];
+    uint64_t seed = 12345;
+    int ok = 1;
+    for (int kind = 0; kind < 3; kind++) {
+        for (int i = 0; i < N; i++)
+            x[i] = kind == 0 ? (double)(int)(rng_uniform(&seed) * 40) : kind == 1 ? i * 0.5 : (N - i) * 0.25;
+        memcpy(sorted, x, sizeof x);
+        qsort(sorted, N, sizeof(double), descending);
+        int ks[] = {1, 2, 7, 40, 299, 300};
+        for (int j = 0; j < 6; j++) ok &= kth_largest(x, N, ks[j], heap) == sorted[ks[j] - 1];
+    }
+    checks++;
+    printf("%s k-th largest equals the k-th of a descending sort (repeats, sorted runs, k = 1..n)\n",
+           ok ? "ok" : "not ok");
+    if (!ok) failures++;
+}
+
 int main(void) {
     check_team_choice();
     check_repeat_penalty();
+    check_kth_largest();
 
     /* softmax([4.0, -1.0, 2.1]) = exp(x) / sum exp(x): 54.598, 0.368, 8.166 over 63.132 */
     float a[3] = {4.0f, -1.0f, 2.1f};
