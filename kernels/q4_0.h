@@ -217,8 +217,8 @@ static void q4_rows16(const QuantProduct *p, int panel, int t0, int tokens) {
  * falls behind: the first pass over a panel (t0 = 0; later passes find it in cache) asks for
  * the group 8 ahead (2 KB). That is --samples 8's product (it has only 8 tokens; a prompt's has
  * up to 128 and is bound by arithmetic): `tests/build/kernels q4_0 65536 2048 THREADS 8`
- * (80 MB, in DRAM) on AMD Zen 4 went from 7.8 to 10.1-10.4 GB/s of weights with 1 thread and
- * 15.3 to 16.4-16.5 with 2 (decode: 27-31). */
+ * (80 MB, in DRAM) on AMD Zen 4 went from 7.8 to 10.4-11.1 GB/s of weights with 1 thread and
+ * 15.3 to 16.2-18.0 with 2 (decode: 27-31). */
 static inline __attribute__((always_inline)) void q4_rows16_512(const QuantProduct *p, int panel, int t0,
                                                                 const int TOKENS) {
     int nb = p->nb, n = nb * QUANT_GROUP, r0 = PANEL_ROWS * panel;

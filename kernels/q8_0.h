@@ -295,8 +295,8 @@ static void decode_vnni512(const QuantProduct *p, int panel) {
  * load of weights; the activations come shifted by +128, (T, n), and 128 x the group's weight
  * sum is taken off again (wsum). The first pass over the panel asks for the group 4 ahead (2 KB),
  * as q4_rows16_512 does: `tests/build/kernels q8_0 65536 2048 THREADS 8` (--samples 8's product,
- * 151 MB) on AMD Zen 4 went from 10.9 to 12.6-13.6 GB/s of weights with 1 thread and 19.2 to
- * 19.7-20.3 with 2. */
+ * 151 MB) on AMD Zen 4 went from 10.9 to 13.5-14.0 GB/s of weights with 1 thread and 19.2 to
+ * 21.1-22.4 with 2. */
 static void prefill_vnni512(const QuantProduct *p, int panel) {
     int nb = p->nb, n = nb * QUANT_GROUP, r0 = PANEL_ROWS * panel, T = p->T;
     const int8_t *wt = (const int8_t *)p->wq + (size_t)panel * nb * Q8_PANEL_GROUP;
