@@ -31,6 +31,9 @@ static uint64_t next(void) { /* xorshift64 */
     return state;
 }
 
+/* A value in [-1, 1], in steps of 1/1000. */
+static float next_value(void) { return (float)(next() % 2001) / 1000.0f - 1.0f; }
+
 static int attention_bench(int argc, char **argv) {
     if (argc != 4 || (strcmp(argv[2], "f16") && strcmp(argv[2], "f32"))) die("usage: kernels attention f16|f32 POS");
     int hs = 64, pos = atoi(argv[3]), n_ctx = round_up16(pos + 1);
@@ -41,11 +44,11 @@ static int attention_bench(int argc, char **argv) {
     float *q = malloc(hs * sizeof(float)), *out = malloc(hs * sizeof(float));
     float *scratch = malloc(attention_scratch_floats(n_ctx, hs) * sizeof(float));
     for (size_t i = 0; i < numbers; i++) {
-        float k = (float)(next() % 2001) / 1000.0f - 1.0f, v = (float)(next() % 2001) / 1000.0f - 1.0f;
+        float k = next_value(), v = next_value();
         if (cache == CACHE_F16) ((uint16_t *)keys)[i] = f16_from_f32(k), ((uint16_t *)values)[i] = f16_from_f32(v);
         else ((float *)keys)[i] = k, ((float *)values)[i] = v;
     }
-    for (int d = 0; d < hs; d++) q[d] = (float)(next() % 2001) / 1000.0f - 1.0f;
+    for (int d = 0; d < hs; d++) q[d] = next_value();
     HeadAttention head = {.query = q, .query_stride = hs, .keys = keys, .values = values, .value_stride = hs,
                           .cache = cache, .out = out, .out_stride = hs, .pos = pos, .nq = 1, .head_size = hs};
     int reps = (int)(2e8 / (double)(pos + 1) / hs) + 1;
@@ -75,7 +78,7 @@ int main(int argc, char **argv) {
     uint8_t *q4 = NULL;
     if (type == WT_F32) {
         f = malloc(values * sizeof(float));
-        for (size_t i = 0; i < values; i++) f[i] = (float)(next() % 2001) / 1000.0f - 1.0f;
+        for (size_t i = 0; i < values; i++) f[i] = next_value();
         m.f32 = f;
     } else {
         scale = malloc(values / 32 * sizeof(float));
@@ -101,7 +104,7 @@ int main(int argc, char **argv) {
     size_t stored = copy_bytes ? panel_rows(rows) * (size_t)cols : values;
     size_t bytes = type == WT_F32 ? values * sizeof(float) : stored / (type == WT_Q4_0 ? 2 : 1) + stored / 32 * 4;
     float *x = malloc((size_t)tokens * cols * sizeof(float)), *out = malloc((size_t)tokens * rows * sizeof(float));
-    for (int i = 0; i < tokens * cols; i++) x[i] = (float)(next() % 2001) / 1000.0f - 1.0f;
+    for (int i = 0; i < tokens * cols; i++) x[i] = next_value();
     MatmulScratch scratch = {0};
     if (!matmul_scratch_init(&scratch, tokens, cols, type)) die("out of memory");
     int reps = (int)(2e9 / (double)bytes) + 1; /* about 2 GB a round */
