@@ -158,26 +158,33 @@ static size_t attention_jobs(int block, int n_seq, int n_head) {
  * of head h at queries[i * q_stride + h * head_size ..], keys and values those of key/value head
  * h / (n_head / n_kv_head) in the cache of its sequence; head h's output goes to out[i *
  * out_stride + h * head_size ..]. The work is split between threads by (tile of up to QUERY_TILE
- * consecutive positions, or one sample's token; query head). */
+ * consecutive positions, or one token; query heads): a decode step's token (one query per head)
+ * gives a job two heads, which attention_heads() interleaves. */
 static void multi_head_attention(const KVCache *kv, int l, int n_head, int T, const Positions *at, const float *queries,
                                  int q_stride, float *out, int out_stride, const AttentionScratch *scratch) {
     int hs = kv->head_size, group = n_head / kv->n_kv_head, job;
-    int per_tile = at->samples ? 1 : QUERY_TILE;
+    int per_tile = at->samples ? 1 : QUERY_TILE, heads_per_job = T == 1 || at->samples ? MAX_HEADS_AT_ONCE : 1;
     int tiles = (T + per_tile - 1) / per_tile, len = scratch->record_len;
+    int head_jobs = (n_head + heads_per_job - 1) / heads_per_job; /* per tile */
 #pragma omp parallel for schedule(dynamic, 1)
-    for (job = 0; job < tiles * n_head; job++) {
-        int i = job / n_head * per_tile, h = job % n_head, seq = sequence_of(at, i), pos = position_of(at, i);
-        HeadAttention b = {
-            .query = queries + (size_t)i * q_stride + h * hs, .query_stride = q_stride,
-            .keys = head_keys(kv, seq, l, h / group),
-            .values = head_values(kv, seq, l, h / group), .value_stride = kv->hs16, .cache = kv->type,
-            .out = out + (size_t)i * out_stride + h * hs, .out_stride = out_stride,
-            .pos = pos, .nq = min_int(per_tile, T - i), .head_size = hs,
-            /* for the attention picture: row pos of this head's (len, len) weights */
-            .weights = scratch->record ? scratch->record + (((size_t)l * n_head + h) * len + pos) * len : NULL,
-            .weights_stride = len,
-        };
-        attention(&b, scratch->buffer + (size_t)job * scratch->slice);
+    for (job = 0; job < tiles * head_jobs; job++) {
+        int i = job / head_jobs * per_tile, h0 = job % head_jobs * heads_per_job, seq = sequence_of(at, i), pos = position_of(at, i);
+        int G = min_int(heads_per_job, n_head - h0);
+        HeadAttention b[MAX_HEADS_AT_ONCE];
+        for (int g = 0; g < G; g++) {
+            int h = h0 + g;
+            b[g] = (HeadAttention){
+                .query = queries + (size_t)i * q_stride + h * hs, .query_stride = q_stride,
+                .keys = head_keys(kv, seq, l, h / group),
+                .values = head_values(kv, seq, l, h / group), .value_stride = kv->hs16, .cache = kv->type,
+                .out = out + (size_t)i * out_stride + h * hs, .out_stride = out_stride,
+                .pos = pos, .nq = min_int(per_tile, T - i), .head_size = hs,
+                /* for the attention picture: row pos of this head's (len, len) weights */
+                .weights = scratch->record ? scratch->record + (((size_t)l * n_head + h) * len + pos) * len : NULL,
+                .weights_stride = len,
+            };
+        }
+        attention_heads(b, G, scratch->buffer + (size_t)job * scratch->slice);
     }
 }
 

@@ -69,65 +69,98 @@ static size_t attention_scratch_floats(int n_ctx, int head_size) {
  * Blocks replaced a layout with each dimension one row of n_ctx positions (a head's keys then
  * were 64 short runs 2 KB apart): on AMD Zen 4, 128 greedy tokens after a 128-token prompt,
  * medians of 3 alternating runs, decode went from 1243 to 1316 tok/s (bench.py's cached q4_0
- * shape, 8 layers of width 512, 1 thread) and from 261 to 278 (GPT-2 124M q4_0). */
-static void attention_one(const HeadAttention *b, int i, float *att, float *qs) {
-    int n = b->pos + i + 1, n16 = round_up16(n), hs = b->head_size, vs = b->value_stride, j, d = 0;
-    const float *query = b->query + (size_t)i * b->query_stride;
+ * shape, 8 layers of width 512, 1 thread) and from 261 to 278 (GPT-2 124M q4_0).
+ *
+ * attend() does this for query i of G heads at once (G = 1 or 2; heads of one token, so at the
+ * same position, with the same head size and cache type `cache`): b, att and qs hold G of each. Every
+ * head gets exactly the operations above in the same order; the G heads' chains (of fmas over d
+ * for the scores, of adds for the softmax's sum, of fmas over positions for the values) are
+ * independent, so interleaving them lets the CPU overlap what one head alone leaves waiting on
+ * the latency of each operation. */
+#define MAX_HEADS_AT_ONCE 2
+static inline __attribute__((always_inline)) void attend(const HeadAttention *b, int G, CacheType cache, int i,
+                                                         float *const *att, float *const *qs) {
+    int n = b[0].pos + i + 1, n16 = round_up16(n), hs = b[0].head_size, vs = b[0].value_stride, j, d = 0, g;
     float scale = 1.0f / sqrtf((float)hs);
-    for (d = 0; d < hs; d++) qs[d] = query[d] * scale;
+    for (g = 0; g < G; g++) {
+        const float *query = b[g].query + (size_t)i * b[g].query_stride;
+        for (d = 0; d < hs; d++) qs[g][d] = query[d] * scale;
+    }
+    /* vector u of the four is key_index(hs, u VW, 0) numbers after the first: in the same block
+     * or the next ones, the same for every j (a multiple of 4 VW, within a block when VW is 1) */
+    size_t at1 = key_index(hs, VW, 0), at2 = key_index(hs, 2 * VW, 0), at3 = key_index(hs, 3 * VW, 0);
     for (j = 0; j + 4 * VW <= n16; j += 4 * VW) {
-        size_t k0 = key_index(hs, j, 0), k1 = key_index(hs, j + VW, 0), k2 = key_index(hs, j + 2 * VW, 0),
-               k3 = key_index(hs, j + 3 * VW, 0);
-        vf s0 = vf_set1(0.0f), s1 = s0, s2 = s0, s3 = s0;
-        for (d = 0; d < hs; d++) {
-            vf q = vf_set1(qs[d]);
-            size_t at = (size_t)d * KEY_BLOCK;
-            s0 = vf_fma(q, load_cached(b->keys, k0 + at, b->cache), s0);
-            s1 = vf_fma(q, load_cached(b->keys, k1 + at, b->cache), s1);
-            s2 = vf_fma(q, load_cached(b->keys, k2 + at, b->cache), s2);
-            s3 = vf_fma(q, load_cached(b->keys, k3 + at, b->cache), s3);
+        size_t k = key_index(hs, j, 0);
+        vf s[MAX_HEADS_AT_ONCE][4];
+        for (g = 0; g < G; g++) s[g][0] = s[g][1] = s[g][2] = s[g][3] = vf_set1(0.0f);
+        for (d = 0; d < hs; d++, k += KEY_BLOCK)
+            for (g = 0; g < G; g++) {
+                vf q = vf_set1(qs[g][d]);
+                s[g][0] = vf_fma(q, load_cached(b[g].keys, k, cache), s[g][0]);
+                s[g][1] = vf_fma(q, load_cached(b[g].keys, k + at1, cache), s[g][1]);
+                s[g][2] = vf_fma(q, load_cached(b[g].keys, k + at2, cache), s[g][2]);
+                s[g][3] = vf_fma(q, load_cached(b[g].keys, k + at3, cache), s[g][3]);
+            }
+        for (g = 0; g < G; g++) {
+            vf_store(att[g] + j, s[g][0]);
+            vf_store(att[g] + j + VW, s[g][1]);
+            vf_store(att[g] + j + 2 * VW, s[g][2]);
+            vf_store(att[g] + j + 3 * VW, s[g][3]);
         }
-        vf_store(att + j, s0);
-        vf_store(att + j + VW, s1);
-        vf_store(att + j + 2 * VW, s2);
-        vf_store(att + j + 3 * VW, s3);
     }
     for (; j < n16; j += VW) { /* fewer than four vectors left */
         size_t k = key_index(hs, j, 0);
-        vf s = vf_set1(0.0f);
-        for (d = 0; d < hs; d++) s = vf_fma(vf_set1(qs[d]), load_cached(b->keys, k + (size_t)d * KEY_BLOCK, b->cache), s);
-        vf_store(att + j, s);
+        vf s[MAX_HEADS_AT_ONCE];
+        for (g = 0; g < G; g++) s[g] = vf_set1(0.0f);
+        for (d = 0; d < hs; d++)
+            for (g = 0; g < G; g++)
+                s[g] = vf_fma(vf_set1(qs[g][d]), load_cached(b[g].keys, k + (size_t)d * KEY_BLOCK, cache), s[g]);
+        for (g = 0; g < G; g++) vf_store(att[g] + j, s[g]);
     }
-    softmax(att, n);
-    float *out = b->out + (size_t)i * b->out_stride;
+    if (G == 2) softmax2(att[0], att[1], n);
+    else softmax(att[0], n);
     for (d = 0; d < hs; d += 4 * VW) { /* four vectors of the head's dimensions in flight */
         int vectors = min_int(4, (round_up16(hs) - d + VW - 1) / VW);
-        vf acc[4] = {vf_set1(0.0f), vf_set1(0.0f), vf_set1(0.0f), vf_set1(0.0f)};
-        if (vectors == 4) { /* the usual case, with the four sums in registers */
-            vf a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
+        vf acc[MAX_HEADS_AT_ONCE][4];
+        for (g = 0; g < G; g++) acc[g][0] = acc[g][1] = acc[g][2] = acc[g][3] = vf_set1(0.0f);
+        if (vectors == 4) { /* the usual case: every sum in registers */
             for (j = 0; j < n; j++) {
-                vf weight = vf_set1(att[j]);
                 size_t v = (size_t)j * vs + d;
-                a0 = vf_fma(weight, load_cached(b->values, v, b->cache), a0);
-                a1 = vf_fma(weight, load_cached(b->values, v + VW, b->cache), a1);
-                a2 = vf_fma(weight, load_cached(b->values, v + 2 * VW, b->cache), a2);
-                a3 = vf_fma(weight, load_cached(b->values, v + 3 * VW, b->cache), a3);
+                for (g = 0; g < G; g++) {
+                    vf weight = vf_set1(att[g][j]);
+                    acc[g][0] = vf_fma(weight, load_cached(b[g].values, v, cache), acc[g][0]);
+                    acc[g][1] = vf_fma(weight, load_cached(b[g].values, v + VW, cache), acc[g][1]);
+                    acc[g][2] = vf_fma(weight, load_cached(b[g].values, v + 2 * VW, cache), acc[g][2]);
+                    acc[g][3] = vf_fma(weight, load_cached(b[g].values, v + 3 * VW, cache), acc[g][3]);
+                }
             }
-            acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3;
         } else {
             for (j = 0; j < n; j++) {
-                vf weight = vf_set1(att[j]);
                 size_t v = (size_t)j * vs + d;
-                for (int u = 0; u < vectors; u++) acc[u] = vf_fma(weight, load_cached(b->values, v + u * VW, b->cache), acc[u]);
+                for (g = 0; g < G; g++) {
+                    vf weight = vf_set1(att[g][j]);
+                    for (int u = 0; u < vectors; u++)
+                        acc[g][u] = vf_fma(weight, load_cached(b[g].values, v + u * VW, cache), acc[g][u]);
+                }
             }
         }
-        for (int u = 0; u < vectors; u++) {
-            float part[VW];
-            vf_store(part, acc[u]);
-            for (int l = 0; l < VW && d + u * VW + l < hs; l++) out[d + u * VW + l] = part[l];
+        for (g = 0; g < G; g++) {
+            float *out = b[g].out + (size_t)i * b[g].out_stride;
+            for (int u = 0; u < vectors; u++) {
+                float part[VW];
+                vf_store(part, acc[g][u]);
+                for (int l = 0; l < VW && d + u * VW + l < hs; l++) out[d + u * VW + l] = part[l];
+            }
         }
     }
-    if (b->weights) memcpy(b->weights + (size_t)i * b->weights_stride, att, (size_t)n * sizeof(float));
+    for (g = 0; g < G; g++)
+        if (b[g].weights) memcpy(b[g].weights + (size_t)i * b[g].weights_stride, att[g], (size_t)n * sizeof(float));
+}
+
+/* attend() is compiled for each cache type, so that its loops hold no test of the type */
+static void attention_one(const HeadAttention *b, int i, float *att, float *qs) {
+    if (b->cache == CACHE_F16) attend(b, 1, CACHE_F16, i, &att, &qs);
+    else attend(b, 1, CACHE_F32, i, &att, &qs);
 }
 
 #if defined(__AVX512F__)
@@ -223,6 +256,19 @@ static void attention(const HeadAttention *b, float *scratch) {
 #endif
     float *qs = scratch + (size_t)16 * round_up16(b->pos + b->nq);
     for (int i = 0; i < b->nq; i++) attention_one(b, i, scratch, qs);
+}
+
+/* A decode step's single query of G heads b[0..G) of one token (G <= MAX_HEADS_AT_ONCE), the
+ * heads interleaved by attend(); the same bits as attention() of each. scratch: as attention()'s. */
+static void attention_heads(const HeadAttention *b, int G, float *scratch) {
+    if (G == 2 && b[0].nq == 1 && b[1].nq == 1) {
+        size_t n16 = (size_t)round_up16(b[0].pos + 1), hs16 = (size_t)round_up16(b[0].head_size);
+        float *att[2] = {scratch, scratch + n16}, *qs[2] = {scratch + 2 * n16, scratch + 2 * n16 + hs16};
+        if (b[0].cache == CACHE_F16) attend(b, 2, CACHE_F16, 0, att, qs);
+        else attend(b, 2, CACHE_F32, 0, att, qs);
+        return;
+    }
+    for (int g = 0; g < G; g++) attention(&b[g], scratch);
 }
 
 #endif

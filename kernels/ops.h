@@ -4,7 +4,7 @@
  *
  *   layernorm()     LayerNorm of each of T positions (GPT-2)
  *   rmsnorm()       RMSNorm of each of T positions (Llama)
- *   softmax()       in place, over n values
+ *   softmax()       in place, over n values (softmax2(): two rows side by side)
  *   gelu()          GPT-2's tanh approximation or the exact erf form, in place
  *   swiglu()        silu(gate) * up, in place in up (Llama's feed-forward)
  *   rotary()        rotary positions: pairs of a head's dimensions rotated by the position
@@ -24,18 +24,45 @@
  * one token's (decode) stay on one thread, where starting the others would cost more. */
 #define SPAN 8192
 
+/* softmax()'s steps: x = exp(x - max), x = x / sum */
+static inline void exp_minus(float *x, int n, float max) {
+#define MINUS_MAX_EXP(v) vf_exp(vf_add(v, vf_set1(-max)))
+    ELEMENTWISE(x, n, MINUS_MAX_EXP);
+#undef MINUS_MAX_EXP
+}
+static inline void divide_by(float *x, int n, float sum) {
+#define DIVIDE(v) vf_div(v, vf_set1(sum))
+    ELEMENTWISE(x, n, DIVIDE);
+#undef DIVIDE
+}
 /* In-place softmax over n values: subtract the max for stability, exponentiate, normalise
  * (the sum in order, one value after the other). */
 static void softmax(float *x, int n) {
     float max = x[0], sum = 0.0f;
     for (int i = 1; i < n; i++) if (x[i] > max) max = x[i];
-#define MINUS_MAX_EXP(v) vf_exp(vf_add(v, vf_set1(-max)))
-    ELEMENTWISE(x, n, MINUS_MAX_EXP);
-#undef MINUS_MAX_EXP
+    exp_minus(x, n, max);
     for (int i = 0; i < n; i++) sum += x[i];
-#define DIVIDE(v) vf_div(v, vf_set1(sum))
-    ELEMENTWISE(x, n, DIVIDE);
-#undef DIVIDE
+    divide_by(x, n, sum);
+}
+
+/* softmax() of two rows of n values, each row with exactly softmax()'s operations; the two
+ * rows' maxima and in-order sums advance side by side, so that their chains of dependent
+ * operations overlap (decode attention of two heads at once). GCC would split the loop of the
+ * two sums back into one loop per sum (loop distribution, -O3), so it is told not to here. */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("no-tree-loop-distribution")))
+#endif
+static void softmax2(float *x, float *y, int n) {
+    float max_x = x[0], max_y = y[0], sum_x = 0.0f, sum_y = 0.0f;
+    for (int i = 1; i < n; i++) {
+        if (x[i] > max_x) max_x = x[i];
+        if (y[i] > max_y) max_y = y[i];
+    }
+    exp_minus(x, n, max_x);
+    exp_minus(y, n, max_y);
+    for (int i = 0; i < n; i++) sum_x += x[i], sum_y += y[i];
+    divide_by(x, n, sum_x);
+    divide_by(y, n, sum_y);
 }
 
 /* GELU over n values, in place: kind GELU_TANH (GPT-2) or GELU_ERF (nanoGPT's nn.GELU()). */

@@ -482,6 +482,50 @@ static void check_attention_f16(int pos, int nq, int hs) {
     free_attention_case(&a);
 }
 
+/* attention_heads() of two heads of a decode step (one query each, at the same position;
+ * interleaved by attend()) gives each head the bits of attention() of that head alone, which
+ * check_attention_bits() holds to the arithmetic; for both cache types. The second head's
+ * numbers differ from the first's (its query negated and halved, its values reversed), so a
+ * head that took the other's keys, values or weights would not match. */
+static void check_attention_pair(int pos, int hs, CacheType cache) {
+    AttentionCase a = attention_case(pos, 1, hs), c = attention_case(pos, 1, hs);
+    int n_keys = pos + 1, vs = a.block.value_stride;
+    size_t nk = (size_t)hs * round_up16(n_keys), nv = (size_t)n_keys * vs;
+    for (int d = 0; d < hs; d++) c.q[d] = -0.5f * c.q[d];
+    for (size_t i = 0; i < nv / 2; i++) { float t = c.v[i]; c.v[i] = c.v[nv - 1 - i]; c.v[nv - 1 - i] = t; }
+    uint16_t *half[4] = {NULL};
+    HeadAttention heads[2] = {a.block, c.block};
+    if (cache == CACHE_F16) { /* the same numbers as halves (and the float copies rounded to match) */
+        AttentionCase *cases[2] = {&a, &c};
+        for (int g = 0; g < 2; g++) {
+            half[2 * g] = malloc(sizeof(uint16_t) * nk), half[2 * g + 1] = malloc(sizeof(uint16_t) * nv);
+            for (size_t i = 0; i < nk; i++) half[2 * g][i] = f16_from_f32(cases[g]->keys[i]);
+            for (size_t i = 0; i < nv; i++) half[2 * g + 1][i] = f16_from_f32(cases[g]->v[i]);
+            heads[g].keys = half[2 * g], heads[g].values = half[2 * g + 1], heads[g].cache = CACHE_F16;
+        }
+    }
+    float *want = malloc(sizeof(float) * 2 * hs), *want_weights = malloc(sizeof(float) * 2 * n_keys);
+    for (int g = 0; g < 2; g++) {
+        attention(&heads[g], a.scratch);
+        memcpy(want + g * hs, heads[g].out, sizeof(float) * hs);
+        memcpy(want_weights + g * n_keys, heads[g].weights, sizeof(float) * n_keys);
+        memset(heads[g].out, 0, sizeof(float) * hs);
+        memset(heads[g].weights, 0, sizeof(float) * n_keys);
+    }
+    attention_heads(heads, 2, a.scratch);
+    for (int g = 0; g < 2; g++) {
+        char what[160];
+        snprintf(what, sizeof what, "two heads at once, position %d, head size %d, %s cache: head %d's outputs", pos, hs,
+                 cache == CACHE_F16 ? "binary16" : "float32", g);
+        expect_bits(what, heads[g].out, want + g * hs, (size_t)hs);
+        expect_bits("  and its weights", heads[g].weights, want_weights + g * n_keys, (size_t)n_keys);
+    }
+    for (int i = 0; i < 4; i++) free(half[i]);
+    free(want); free(want_weights);
+    free_attention_case(&a);
+    free_attention_case(&c);
+}
+
 /* The team-size choice of decode (run.c's ThreadChoice) on a made-up machine whose time per
  * token for each team size is given: ms[k] for team size k (k = 1, 2, 4, 8), from token
  * `change` on ms_after. Returns the team size in use at the end; *tokens_with[k] counts the
@@ -791,6 +835,13 @@ int main(void) {
         check_attention(cases[i][0], cases[i][1], cases[i][2]);
         check_attention_bits(cases[i][0], cases[i][1], cases[i][2]);
         check_attention_f16(cases[i][0], cases[i][1], cases[i][2]);
+    }
+    /* two heads of a decode step at once: before and past 64 keys, head sizes of one and of
+     * several vectors, and one that ends in a part vector */
+    int pairs[][2] = {{0, 64}, {37, 48}, {150, 64}, {90, 40}, {300, 128}};
+    for (int i = 0; i < 5; i++) {
+        check_attention_pair(pairs[i][0], pairs[i][1], CACHE_F32);
+        check_attention_pair(pairs[i][0], pairs[i][1], CACHE_F16);
     }
     check_f16_by_hand();
     check_f16_conversions();

@@ -1,7 +1,7 @@
 /* tests/bench/kernels.c: the decode kernels alone, against a plain read of the same bytes.
  *
  * usage: kernels FORMAT ROWS COLS THREADS [TOKENS]   (FORMAT f32, q8_0 or q4_0)
- *        kernels attention f16|f32 POS
+ *        kernels attention f16|f32 POS [HEADS]
  *
  * A weight matrix of ROWS x COLS with random values in FORMAT, prepared as run's loader prepares
  * it (q8_0 and q4_0: rearranged for this build's kernels), then matmul() of one token (a decode
@@ -12,10 +12,11 @@
  * tests/build/bandwidth's read of a buffer of the same size: a matrix that fits the cache shows
  * the kernel's own speed, one that does not, memory's.
  *
- * `kernels attention CACHE POS`: attention() of one decode query of a head of 64 dimensions at
- * position POS, over that head's keys and values in a cache of CACHE numbers (they stay in L1/L2,
- * so this is the arithmetic's own speed), repeated on one thread. Prints the nanoseconds per head
- * (best of 5 rounds) and the GB/s of cache that is.
+ * `kernels attention CACHE POS [HEADS]`: attention_heads() of one decode query of HEADS heads
+ * (default 2, as a decode step hands a thread; 1: a head alone) of 64 dimensions at position POS,
+ * each over its own keys and values in a cache of CACHE numbers (they stay in L1/L2, so this is
+ * the arithmetic's own speed), repeated on one thread. Prints the nanoseconds per head (best of
+ * 5 rounds) and the GB/s of cache that is.
  *
  * run.c is included whole, as in tests/test_kernels.c. */
 #define TESTING
@@ -35,28 +36,33 @@ static uint64_t next(void) { /* xorshift64 */
 static float next_value(void) { return (float)(next() % 2001) / 1000.0f - 1.0f; }
 
 static int attention_bench(int argc, char **argv) {
-    if (argc != 4 || (strcmp(argv[2], "f16") && strcmp(argv[2], "f32"))) die("usage: kernels attention f16|f32 POS");
-    int hs = 64, pos = atoi(argv[3]), n_ctx = round_up16(pos + 1);
+    if ((argc != 4 && argc != 5) || (strcmp(argv[2], "f16") && strcmp(argv[2], "f32")))
+        die("usage: kernels attention f16|f32 POS [HEADS]");
+    int hs = 64, pos = atoi(argv[3]), n_ctx = round_up16(pos + 1), G = argc == 5 ? atoi(argv[4]) : MAX_HEADS_AT_ONCE;
     if (pos < 0 || pos > 65535) die("bad position");
+    if (G < 1 || G > MAX_HEADS_AT_ONCE) die("HEADS is 1 to %d", MAX_HEADS_AT_ONCE);
     CacheType cache = !strcmp(argv[2], "f16") ? CACHE_F16 : CACHE_F32;
     size_t numbers = (size_t)n_ctx * hs, bytes = numbers * cache_number_bytes(cache);
-    void *keys = malloc(bytes), *values = malloc(bytes);
-    float *q = malloc(hs * sizeof(float)), *out = malloc(hs * sizeof(float));
+    HeadAttention heads[MAX_HEADS_AT_ONCE];
     float *scratch = malloc(attention_scratch_floats(n_ctx, hs) * sizeof(float));
-    for (size_t i = 0; i < numbers; i++) {
-        float k = next_value(), v = next_value();
-        if (cache == CACHE_F16) ((uint16_t *)keys)[i] = f16_from_f32(k), ((uint16_t *)values)[i] = f16_from_f32(v);
-        else ((float *)keys)[i] = k, ((float *)values)[i] = v;
+    for (int g = 0; g < G; g++) { /* each head its own query, keys and values */
+        void *keys = malloc(bytes), *values = malloc(bytes);
+        float *q = malloc(hs * sizeof(float)), *out = malloc(hs * sizeof(float));
+        for (size_t i = 0; i < numbers; i++) {
+            float k = next_value(), v = next_value();
+            if (cache == CACHE_F16) ((uint16_t *)keys)[i] = f16_from_f32(k), ((uint16_t *)values)[i] = f16_from_f32(v);
+            else ((float *)keys)[i] = k, ((float *)values)[i] = v;
+        }
+        for (int d = 0; d < hs; d++) q[d] = next_value();
+        heads[g] = (HeadAttention){.query = q, .query_stride = hs, .keys = keys, .values = values, .value_stride = hs,
+                                   .cache = cache, .out = out, .out_stride = hs, .pos = pos, .nq = 1, .head_size = hs};
     }
-    for (int d = 0; d < hs; d++) q[d] = next_value();
-    HeadAttention head = {.query = q, .query_stride = hs, .keys = keys, .values = values, .value_stride = hs,
-                          .cache = cache, .out = out, .out_stride = hs, .pos = pos, .nq = 1, .head_size = hs};
-    int reps = (int)(2e8 / (double)(pos + 1) / hs) + 1;
+    int reps = (int)(2e8 / (double)(pos + 1) / hs / G) + 1;
     double best = 1e30;
     for (int round = 0; round < 6; round++) {
         double t0 = now_seconds();
-        for (int r = 0; r < reps; r++) attention(&head, scratch);
-        double ns = (now_seconds() - t0) / reps * 1e9;
+        for (int r = 0; r < reps; r++) attention_heads(heads, G, scratch);
+        double ns = (now_seconds() - t0) / reps / G * 1e9;
         if (round > 0 && ns < best) best = ns;
     }
     /* keys and values of positions 0..pos */
