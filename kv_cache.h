@@ -32,6 +32,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/f16.h"
+#include "kernels/parallel.h"
 #include "kernels/simd.h"
 
 typedef struct {
@@ -113,8 +114,7 @@ static void cache_put(const KVCache *kv, void *dst, const float *src, int n, siz
 static void store_keys_values(const KVCache *kv, int l, const float *keys, const float *values, size_t stride,
                               int T, const Positions *at) {
     int hs = kv->head_size, h;
-#pragma omp parallel for schedule(static) if (T > 1)
-    for (h = 0; h < kv->n_kv_head; h++) {
+    SPLIT_FOR(T > 1, schedule(static), (h = 0; h < kv->n_kv_head; h++), {
         for (int i = 0; i < T; i++) {
             int seq = sequence_of(at, i), pos = position_of(at, i);
             const float *key = keys + i * stride + h * hs, *value = values + i * stride + h * hs;
@@ -123,7 +123,7 @@ static void store_keys_values(const KVCache *kv, int l, const float *keys, const
             cache_put(kv, (char *)head_keys(kv, seq, l, h) + key_index(hs, pos, 0) * kv->number, key, hs, KEY_BLOCK);
             cache_put(kv, (char *)head_values(kv, seq, l, h) + (size_t)pos * kv->hs16 * kv->number, value, hs, 1);
         }
-    }
+    });
 }
 
 /* Sequence from's cache of positions 0..n-1 copied to sequence to (a prompt prefilled once for
@@ -166,8 +166,7 @@ static void multi_head_attention(const KVCache *kv, int l, int n_head, int T, co
     int per_tile = at->samples ? 1 : QUERY_TILE, heads_per_job = T == 1 || at->samples ? MAX_HEADS_AT_ONCE : 1;
     int tiles = (T + per_tile - 1) / per_tile, len = scratch->record_len;
     int head_jobs = (n_head + heads_per_job - 1) / heads_per_job; /* per tile */
-#pragma omp parallel for schedule(dynamic, 1)
-    for (job = 0; job < tiles * head_jobs; job++) {
+    SPLIT_FOR(1, schedule(dynamic, 1), (job = 0; job < tiles * head_jobs; job++), {
         int i = job / head_jobs * per_tile, h0 = job % head_jobs * heads_per_job, seq = sequence_of(at, i), pos = position_of(at, i);
         int G = min_int(heads_per_job, n_head - h0);
         HeadAttention b[MAX_HEADS_AT_ONCE];
@@ -185,7 +184,7 @@ static void multi_head_attention(const KVCache *kv, int l, int n_head, int T, co
             };
         }
         attention_heads(b, G, scratch->buffer + (size_t)job * scratch->slice);
-    }
+    });
 }
 
 #endif

@@ -221,13 +221,12 @@ static void norm(const Config *c, float *out, const float *x, const float *weigh
 static void rotate_queries_keys(const Transformer *t, float *qkv, int T, const Positions *at) {
     const Config *c = &t->config;
     int half = c->head_size / 2, i;
-#pragma omp parallel for schedule(static) if (T > 1)
-    for (i = 0; i < T; i++) {
+    SPLIT_FOR(T > 1, schedule(static), (i = 0; i < T; i++), {
         float *query = qkv + (size_t)i * c->qkv_dim, *key = query + (size_t)c->n_head * c->head_size;
         size_t row = (size_t)position_of(at, i) * half;
         rotary(query, c->n_head, c->head_size, t->weights.rope_cos + row, t->weights.rope_sin + row);
         rotary(key, c->n_kv_head, c->head_size, t->weights.rope_cos + row, t->weights.rope_sin + row);
-    }
+    });
 }
 
 /* nn.Linear on T tokens: out (T, rows) = x (T, cols) @ W^T + bias; decode: the tokens are
@@ -742,8 +741,7 @@ static void generate(Transformer *t, const uint8_t *prompt, size_t prompt_len, c
         int T = 0, j;
         for (int i = 0; i < N; i++) if (!samples[i].done) active[T++] = i;
         if (T == 0) break;
-#pragma omp parallel for schedule(dynamic, 1) if (T > 1)
-        for (j = 0; j < T; j++) draw_token(t, g, &samples[active[j]]);
+        SPLIT_FOR(T > 1, schedule(dynamic, 1), (j = 0; j < T; j++), { draw_token(t, g, &samples[active[j]]); });
         int fed = 0;
         for (j = 0; j < T; j++) {
             if (!take_token(t, g, &p, active[j])) { finish_sample(&p, active[j]); continue; }

@@ -16,6 +16,7 @@
 
 #include "../model.h"
 #include "matrix.h"
+#include "parallel.h"
 #include "simd.h"
 
 /* Decode: w . x (n floats each), as defined above: 64 partial sums over k = l (mod 64), then
@@ -249,18 +250,17 @@ static void transpose_tokens(float *xt, const float *x, int T, int n) {
 #if defined(__AVX512F__) /* 16 x 16 blocks in registers; what is left one value at a time */
     int blocks = n / 16;
     done = blocks * 16;
-#pragma omp parallel for schedule(static)
-    for (job = 0; job < padded / 16 * blocks; job++) {
+    SPLIT_FOR(1, schedule(static), (job = 0; job < padded / 16 * blocks; job++), {
         int t = job / blocks * 16, k = job % blocks * 16, rows = T - t < 16 ? T - t : 16;
         transpose16x16(xt + ((size_t)(t / F32_TILE_TOKENS) * n + k) * F32_TILE_TOKENS + t % F32_TILE_TOKENS, F32_TILE_TOKENS,
                        rows > 0 ? x + (size_t)t * n + k : x, n, rows);
-    }
+    });
 #endif
-#pragma omp parallel for schedule(static)
-    for (job = done; job < n; job++)
+    SPLIT_FOR(done < n, schedule(static), (job = done; job < n; job++), {
         for (int t = 0; t < padded; t++)
             xt[((size_t)(t / F32_TILE_TOKENS) * n + job) * F32_TILE_TOKENS + t % F32_TILE_TOKENS] =
                 t < T ? x[(size_t)t * n + job] : 0.0f;
+    });
 }
 
 /* float32 W: decode, one pass over W with its rows split between threads (for one token, or
@@ -270,14 +270,12 @@ static void f32_matmul(float *out, const float *x, const Matrix *w, const float 
                        MatmulScratch *scratch) {
     int n = w->cols, d = w->rows, i;
     if (T == 1) {
-#pragma omp parallel for schedule(static)
-        for (i = 0; i < d; i++) out[i] = dot_f32(w->f32 + (size_t)i * n, x, n) + (bias ? bias[i] : 0.0f);
+        SPLIT_FOR(1, schedule(static), (i = 0; i < d; i++), { out[i] = dot_f32(w->f32 + (size_t)i * n, x, n) + (bias ? bias[i] : 0.0f); });
         return;
     }
     if (decode) { /* T samples' decode steps: tiles of F32_DECODE_ROWS rows, each row read from
                      memory once and then from cache for every tile of tokens */
-#pragma omp parallel for schedule(static)
-        for (i = 0; i < (d + F32_DECODE_ROWS - 1) / F32_DECODE_ROWS; i++) {
+        SPLIT_FOR(1, schedule(static), (i = 0; i < (d + F32_DECODE_ROWS - 1) / F32_DECODE_ROWS; i++), {
             int r0 = i * F32_DECODE_ROWS, rows = min_int(F32_DECODE_ROWS, d - r0);
             const float *wrow[F32_DECODE_ROWS], *xrow[F32_DECODE_TOKENS];
             for (int r = 0; r < F32_DECODE_ROWS; r++) wrow[r] = w->f32 + (size_t)(r0 + min_int(r, rows - 1)) * n;
@@ -288,19 +286,18 @@ static void f32_matmul(float *out, const float *x, const Matrix *w, const float 
                 for (int t = 0; t < F32_DECODE_TOKENS; t++) xrow[t] = x + (size_t)(t0 + min_int(t, tokens - 1)) * n;
                 decode_tile_f32(out + (size_t)t0 * d + r0, d, wrow, xrow, n, bias ? bias + r0 : NULL, rows, tokens);
             }
-        }
+        });
         return;
     }
     transpose_tokens(scratch->xt, x, T, n);
-#pragma omp parallel for schedule(dynamic, 1)
-    for (i = 0; i < (d + F32_TILE_ROWS - 1) / F32_TILE_ROWS; i++) {
+    SPLIT_FOR(1, schedule(dynamic, 1), (i = 0; i < (d + F32_TILE_ROWS - 1) / F32_TILE_ROWS; i++), {
         int r0 = i * F32_TILE_ROWS, rows = min_int(F32_TILE_ROWS, d - r0);
         const float *wrow[F32_TILE_ROWS];
         for (int r = 0; r < F32_TILE_ROWS; r++) wrow[r] = w->f32 + (size_t)(r0 + min_int(r, rows - 1)) * n;
         for (int t0 = 0; t0 < T; t0 += F32_TILE_TOKENS)
             tile_f32(out + (size_t)t0 * d + r0, d, scratch->xt + (size_t)t0 * n, wrow, n,
                      bias ? bias + r0 : NULL, rows, min_int(F32_TILE_TOKENS, T - t0));
-    }
+    });
 }
 
 

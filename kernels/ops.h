@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "../model.h"
+#include "parallel.h"
 #include "simd.h"
 
 /* Elementwise steps over a prompt's block are split between threads in spans of SPAN values;
@@ -68,19 +69,17 @@ static void softmax2(float *x, float *y, int n) {
 /* GELU over n values, in place: kind GELU_TANH (GPT-2) or GELU_ERF (nanoGPT's nn.GELU()). */
 static void gelu(float *x, int n, int kind) {
     int at;
-#pragma omp parallel for schedule(static) if (n > SPAN)
-    for (at = 0; at < n; at += SPAN) {
+    SPLIT_FOR(n > SPAN, schedule(static), (at = 0; at < n; at += SPAN), {
         float *span = x + at;
         int len = min_int(SPAN, n - at);
         if (kind == GELU_TANH) ELEMENTWISE(span, len, vf_gelu_tanh);
         else ELEMENTWISE(span, len, vf_gelu_erf);
-    }
+    });
 }
 
 static void residual_add(float *x, const float *delta, int n) {
     int i;
-#pragma omp parallel for schedule(static) if (n > SPAN)
-    for (i = 0; i < n; i++) x[i] += delta[i];
+    SPLIT_FOR(n > SPAN, schedule(static), (i = 0; i < n; i++), { x[i] += delta[i]; });
 }
 
 /* LayerNorm of each of T positions of n values: (x - mean) / sqrt(variance + eps) * weight +
@@ -88,8 +87,7 @@ static void residual_add(float *x, const float *delta, int n) {
 static void layernorm(float *out, const float *x, const float *weight, const float *bias, int T,
                       int n, float eps) {
     int t;
-#pragma omp parallel for schedule(static) if (T > 1)
-    for (t = 0; t < T; t++) {
+    SPLIT_FOR(T > 1, schedule(static), (t = 0; t < T; t++), {
         const float *xt = x + (size_t)t * n;
         float *o = out + (size_t)t * n, mean = 0.0f, var = 0.0f;
         for (int i = 0; i < n; i++) mean += xt[i];
@@ -98,7 +96,7 @@ static void layernorm(float *out, const float *x, const float *weight, const flo
         var /= n;
         float inv_std = 1.0f / sqrtf(var + eps);
         for (int i = 0; i < n; i++) o[i] = (xt[i] - mean) * inv_std * weight[i] + (bias ? bias[i] : 0.0f);
-    }
+    });
 }
 
 /* RMSNorm (Zhang and Sennrich 2019) of each of T positions of n values: x / sqrt(mean(x^2) +
@@ -106,14 +104,13 @@ static void layernorm(float *out, const float *x, const float *weight, const flo
  * other). out may be x. */
 static void rmsnorm(float *out, const float *x, const float *weight, int T, int n, float eps) {
     int t;
-#pragma omp parallel for schedule(static) if (T > 1)
-    for (t = 0; t < T; t++) {
+    SPLIT_FOR(T > 1, schedule(static), (t = 0; t < T; t++), {
         const float *xt = x + (size_t)t * n;
         float *o = out + (size_t)t * n, sum_squares = 0.0f;
         for (int i = 0; i < n; i++) sum_squares += xt[i] * xt[i];
         float inv_rms = 1.0f / sqrtf(sum_squares / n + eps);
         for (int i = 0; i < n; i++) o[i] = xt[i] * inv_rms * weight[i];
-    }
+    });
 }
 
 /* SwiGLU's product over n values: up = silu(gate) * up, silu(g) = g / (1 + exp(-g)) with the
@@ -122,8 +119,7 @@ static inline vf vf_silu(vf g) { return vf_div(g, vf_add(vf_set1(1.0f), vf_exp(v
 
 static void swiglu(float *up, const float *gate, int n) {
     int at;
-#pragma omp parallel for schedule(static) if (n > SPAN)
-    for (at = 0; at < n; at += SPAN) {
+    SPLIT_FOR(n > SPAN, schedule(static), (at = 0; at < n; at += SPAN), {
         int len = min_int(SPAN, n - at), i = 0;
         float *u = up + at;
         const float *g = gate + at;
@@ -135,7 +131,7 @@ static void swiglu(float *up, const float *gate, int n) {
             vf_store(up_part, vf_mul(vf_silu(vf_load(gp)), vf_load(up_part)));
             memcpy(u + i, up_part, (size_t)(len - i) * sizeof(float));
         }
-    }
+    });
 }
 
 /* Rotary positions for n_heads heads of head_size values at x (one token), at the position

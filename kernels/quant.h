@@ -21,6 +21,7 @@
 
 #include "../model.h"
 #include "matrix.h"
+#include "parallel.h"
 #include "simd.h"
 
 /* Most kernels hold one group of quants in one 256-bit register, or two in a 512-bit one. */
@@ -54,12 +55,11 @@ static inline void quantize_q8(int8_t *q, float *scale, const float *x, int n) {
  * shift_unsigned, the quants stored + 128 as unsigned bytes (for VNNI's dpbusd). */
 static void quantize_rows(int8_t *q, float *scale, const float *x, int T, int n, int shift_unsigned) {
     int t;
-#pragma omp parallel for schedule(static) if (T > 1)
-    for (t = 0; t < T; t++) {
+    SPLIT_FOR(T > 1, schedule(static), (t = 0; t < T; t++), {
         int8_t *row = q + (size_t)t * n;
         quantize_q8(row, scale + (size_t)t * (n / QUANT_GROUP), x + (size_t)t * n, n);
         for (int k = 0; shift_unsigned && k < n; k++) row[k] = (int8_t)(uint8_t)(row[k] + 128);
-    }
+    });
 }
 
 /* Buffers for up to T tokens of n inputs: quants with room for AMX's whole tiles of 16 tokens,
@@ -98,12 +98,12 @@ static inline __attribute__((always_inline)) void quant_matmul_rows(
     float *out, const Matrix *w, const float *bias, int T, const MatmulScratch *scratch,
     float (*row_dot)(const Matrix *w, int r, const int8_t *xq, const float *xs)) {
     int n = w->cols, nb = n / QUANT_GROUP, d = w->rows, i;
-#pragma omp parallel for schedule(dynamic, 4)
-    for (i = 0; i < (d + 3) / 4; i++)
+    SPLIT_FOR(1, schedule(dynamic, 4), (i = 0; i < (d + 3) / 4; i++), {
         for (int t = 0; t < T; t++)
             for (int r = 4 * i; r < min_int(4 * i + 4, d); r++)
                 out[(size_t)t * d + r] = row_dot(w, r, scratch->q + (size_t)t * n, scratch->scale + (size_t)t * nb) +
                                          (bias ? bias[r] : 0.0f);
+    });
 }
 
 /* ---- panel by panel, from the copy rearranged at load (x86) ------------------------------ */
@@ -137,13 +137,8 @@ static inline __attribute__((always_inline)) void for_each_panel(const QuantProd
                                                                  void (*decode_panel)(const QuantProduct *, int),
                                                                  void (*prefill_panel)(const QuantProduct *, int)) {
     int panels = (p->rows + PANEL_ROWS - 1) / PANEL_ROWS, panel;
-    if (p->T == 1) {
-#pragma omp parallel for schedule(static)
-        for (panel = 0; panel < panels; panel++) decode_panel(p, panel);
-    } else {
-#pragma omp parallel for schedule(dynamic, 1)
-        for (panel = 0; panel < panels; panel++) prefill_panel(p, panel);
-    }
+    if (p->T == 1) SPLIT_FOR(1, schedule(static), (panel = 0; panel < panels; panel++), { decode_panel(p, panel); });
+    else SPLIT_FOR(1, schedule(dynamic, 1), (panel = 0; panel < panels; panel++), { prefill_panel(p, panel); });
 }
 
 #if defined(__AVX2__)
