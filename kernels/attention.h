@@ -157,11 +157,15 @@ static inline __attribute__((always_inline)) void attend(const HeadAttention *b,
         if (b[g].weights) memcpy(b[g].weights + (size_t)i * b[g].weights_stride, att[g], (size_t)n * sizeof(float));
 }
 
-/* attend() is compiled for each cache type, so that its loops hold no test of the type */
-static void attention_one(const HeadAttention *b, int i, float *att, float *qs) {
-    if (b->cache == CACHE_F16) attend(b, 1, CACHE_F16, i, &att, &qs);
-    else attend(b, 1, CACHE_F32, i, &att, &qs);
+/* attend() of the heads' own cache type: compiled for each type, so that its loops hold no
+ * test of the type */
+static inline __attribute__((always_inline)) void attend_cached(const HeadAttention *b, int G, int i, float *const *att,
+                                                                float *const *qs) {
+    if (b[0].cache == CACHE_F16) attend(b, G, CACHE_F16, i, att, qs);
+    else attend(b, G, CACHE_F32, i, att, qs);
 }
+
+static void attention_one(const HeadAttention *b, int i, float *att, float *qs) { attend_cached(b, 1, i, &att, &qs); }
 
 #if defined(__AVX512F__)
 /* Four cached numbers from number i of a head's keys, as floats. */
@@ -264,8 +268,7 @@ static void attention_heads(const HeadAttention *b, int G, float *scratch) {
     if (G == 2 && b[0].nq == 1 && b[1].nq == 1) {
         size_t n16 = (size_t)round_up16(b[0].pos + 1), hs16 = (size_t)round_up16(b[0].head_size);
         float *att[2] = {scratch, scratch + n16}, *qs[2] = {scratch + 2 * n16, scratch + 2 * n16 + hs16};
-        if (b[0].cache == CACHE_F16) attend(b, 2, CACHE_F16, 0, att, qs);
-        else attend(b, 2, CACHE_F32, 0, att, qs);
+        attend_cached(b, 2, 0, att, qs);
         return;
     }
     for (int g = 0; g < G; g++) attention(&b[g], scratch);
