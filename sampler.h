@@ -12,17 +12,21 @@
  *     sequence (prompt and generated) gets its logit, in float32, divided by R when positive
  *     and multiplied by R otherwise (with R rounded to float32 first).
  *   temperature 0: the argmax (lowest id on ties); no random number is drawn.
- *   otherwise, in double precision:
- *     1. p_i = exp(z_i - max z) / sum_j exp(z_j - max z), z = logits / temperature, for the
- *        real vocabulary only, sums taken in id order;
- *     2. candidates ordered by p descending, ties by lower id;
- *     3. top-k (k > 0): keep the first k candidates;
- *     4. top-p (p < 1): keep the shortest prefix whose running sum reaches p * mass, where
- *        mass = 1 without top-k, else the sum of the k kept p (in order);
- *     5. the kept candidates are put back in id order; r = uniform() * (sum of their p, in id
- *        order); the chosen token is the first whose running sum exceeds r (the last one if
- *        rounding leaves none). Walking in id order, not probability order, keeps the choice
- *        stable when near-equal probabilities would sort differently after rounding noise.
+ *   otherwise, in double precision, with z = logits / temperature over the real vocabulary:
+ *     1. candidates ordered by z descending, ties by lower id;
+ *     2. top-k (k > 0): keep the first k;
+ *     3. each kept candidate's weight w_i = exp(z_i - max z), and their mass: the sum of the
+ *        k weights in that order with top-k, else of every weight in id order;
+ *     4. top-p (p < 1): keep the shortest prefix whose running sum of weights reaches
+ *        p * mass;
+ *     5. the kept candidates are put back in id order; r = uniform() * (sum of their weights,
+ *        in id order); the chosen token is the first whose running sum exceeds r (the last one
+ *        if rounding leaves none). Walking in id order, not weight order, keeps the choice
+ *        stable when near-equal weights would sort differently after rounding noise.
+ *   The weights are softmax's numerators: a draw in proportion to them is a draw from the
+ *   softmax of the kept logits (Hugging Face's top-k and top-p warpers, then a multinomial
+ *   draw), without the division; with top-k, only k exponentials are taken, not one per id
+ *   of the vocabulary.
  *   Exactly one uniform() is drawn per sampled token.
  */
 #ifndef SAMPLER_H
@@ -33,9 +37,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A token that may be sampled, with its probability. */
+/* A token that may be sampled: its scaled logit z and, once it is kept, its weight. */
 typedef struct {
-    double p;
+    double z, w;
     int id;
 } Candidate;
 
@@ -45,9 +49,9 @@ typedef struct {
     double temperature;
     int top_k;
     double top_p;
-    double *probs;   /* (vocab_size) */
-    double *scratch; /* (vocab_size) the heap for finding the k-th largest probability (top_k) */
-    Candidate *candidates; /* (vocab_size) sorted by probability, then by id */
+    double *weights; /* (vocab_size) every id's weight, without top-k */
+    float *scratch;  /* (vocab_size) the heap for finding the k-th largest logit (top_k) */
+    Candidate *candidates; /* (vocab_size) sorted by z, then by id */
     uint8_t *seen;   /* (vocab_size) ids the repetition penalty has already met, all 0 between calls */
 } Sampler;
 
@@ -70,15 +74,15 @@ static int build_sampler(Sampler *s, int vocab_size, double temperature, int top
     s->temperature = temperature;
     s->top_k = top_k;
     s->top_p = top_p;
-    s->probs = malloc((size_t)vocab_size * sizeof(double));
-    s->scratch = malloc((size_t)vocab_size * sizeof(double));
+    s->weights = malloc((size_t)vocab_size * sizeof(double));
+    s->scratch = malloc((size_t)vocab_size * sizeof(float));
     s->candidates = malloc((size_t)vocab_size * sizeof(Candidate));
     s->seen = calloc((size_t)vocab_size, 1);
-    return s->probs && s->scratch && s->candidates && s->seen;
+    return s->weights && s->scratch && s->candidates && s->seen;
 }
 
 static void free_sampler(Sampler *s) {
-    free(s->probs);
+    free(s->weights);
     free(s->scratch);
     free(s->candidates);
     free(s->seen);
@@ -105,12 +109,12 @@ static int argmax(const float *x, int n) {
 }
 
 /* The k-th largest of x[0..n) (1 <= k <= n), counting repeats: the smallest of the k largest
- * seen so far, kept in a min-heap of k doubles (heap). Most values need one comparison with
+ * seen so far, kept in a min-heap of k floats (heap). Most values need one comparison with
  * the heap's smallest. It replaced a quickselect over a copy of the probabilities, most of whose
  * time went to its branches: `perf record -e cpu-clock` of GPT-2 124M q8_0 with --samples 8,
  * -k 40, 2 threads, on AMD Zen 4 counted 2229 samples in the sampler's own code with it and
  * 1006 with the heap. */
-static double kth_largest(const double *x, int n, int k, double *heap) {
+static float kth_largest(const float *x, int n, int k, float *heap) {
     for (int i = 0; i < k; i++) { /* the first k, each sifted up to its place */
         int c = i;
         for (; c > 0 && heap[(c - 1) / 2] > x[i]; c = (c - 1) / 2) heap[c] = heap[(c - 1) / 2];
@@ -121,7 +125,7 @@ static double kth_largest(const double *x, int n, int k, double *heap) {
         int c = 0; /* x[i] replaces the smallest and sifts down */
         for (;;) {
             int smallest = c, left = 2 * c + 1, right = left + 1;
-            double least = x[i]; /* the least of x[i] and c's children */
+            float least = x[i]; /* the least of x[i] and c's children */
             if (left < k && heap[left] < least) smallest = left, least = heap[left];
             if (right < k && heap[right] < least) smallest = right;
             if (smallest == c) break;
@@ -133,11 +137,11 @@ static double kth_largest(const double *x, int n, int k, double *heap) {
     return heap[0];
 }
 
-/* Probability descending, then id ascending: a total order, so the result never depends on
- * the sort algorithm. */
-static int by_probability(const void *a, const void *b) {
+/* z descending, then id ascending: a total order, so the result never depends on the sort
+ * algorithm. */
+static int by_z(const void *a, const void *b) {
     const Candidate *x = a, *y = b;
-    if (x->p != y->p) return x->p > y->p ? -1 : 1;
+    if (x->z != y->z) return x->z > y->z ? -1 : 1;
     return (x->id > y->id) - (x->id < y->id);
 }
 
@@ -149,42 +153,52 @@ static int by_id(const void *a, const void *b) {
 /* The next token from logits (n = the real vocabulary), by the procedure above. */
 static int sample(Sampler *s, const float *logits, int n) {
     if (s->temperature == 0.0) return argmax(logits, n);
-    double *p = s->probs, max = logits[argmax(logits, n)] / s->temperature, sum = 0.0;
-    for (int i = 0; i < n; i++) { p[i] = exp(logits[i] / s->temperature - max); sum += p[i]; }
-    for (int i = 0; i < n; i++) p[i] /= sum;
-
-    /* Candidates that can survive truncation. Dropping them before the sort changes nothing:
-     * with top-k only tokens at least as likely as the k-th can be kept; with top-p alone,
-     * tokens below (1 - top_p) / (n - 1) together hold less than 1 - top_p, so the nucleus
-     * never reaches them. */
-    int n_cand = 0;
-    double cutoff = 0.0;
-    if (s->top_k > 0 && s->top_k < n) {
-        cutoff = kth_largest(p, n, s->top_k, s->scratch);
-    } else if (s->top_p < 1.0 && n > 1) {
-        cutoff = (1.0 - s->top_p) / (n - 1);
-    }
+    double temperature = s->temperature, max = logits[argmax(logits, n)] / temperature, mass = 0.0;
     Candidate *cand = s->candidates;
-    for (int i = 0; i < n; i++) if (p[i] >= cutoff) cand[n_cand++] = (Candidate){p[i], i};
-    if (n_cand == 0) for (int i = 0; i < n; i++) cand[n_cand++] = (Candidate){p[i], i}; /* rounding */
-    qsort(cand, (size_t)n_cand, sizeof(Candidate), by_probability);
-    int top_k_applied = s->top_k > 0 && s->top_k < n;
-    if (top_k_applied && s->top_k < n_cand) n_cand = s->top_k;
+    int n_cand = 0, top_k = s->top_k > 0 && s->top_k < n;
+    if (top_k) {
+        /* The k largest z are the k largest logits: a float divided by the same positive double
+         * keeps its order in double precision (distinct floats differ by at least 2^-24 of their
+         * size, far more than a double's rounding), so the cutoff is taken on the logits. */
+        float cutoff = kth_largest(logits, n, s->top_k, s->scratch);
+        for (int i = 0; i < n; i++)
+            if (logits[i] >= cutoff) cand[n_cand++] = (Candidate){.z = logits[i] / temperature, .id = i};
+        qsort(cand, (size_t)n_cand, sizeof(Candidate), by_z);
+        n_cand = s->top_k; /* at least k logits reach the k-th largest */
+        for (int i = 0; i < n_cand; i++) {
+            cand[i].w = exp(cand[i].z - max);
+            mass += cand[i].w;
+        }
+    } else {
+        double *w = s->weights;
+        for (int i = 0; i < n; i++) {
+            w[i] = exp(logits[i] / temperature - max);
+            mass += w[i];
+        }
+        /* With top-p, candidates that can survive truncation: ids whose weight is below
+         * (1 - top_p) / (n - 1) of the mass together hold less than 1 - top_p of it, so the
+         * nucleus never reaches them; dropping them before the sort changes nothing. */
+        double cutoff = s->top_p < 1.0 && n > 1 ? (1.0 - s->top_p) / (n - 1) * mass : 0.0;
+        for (int i = 0; i < n; i++)
+            if (w[i] >= cutoff) cand[n_cand++] = (Candidate){.z = logits[i] / temperature, .w = w[i], .id = i};
+        if (n_cand == 0) /* rounding */
+            for (int i = 0; i < n; i++) cand[n_cand++] = (Candidate){.z = logits[i] / temperature, .w = w[i], .id = i};
+        if (s->top_p < 1.0) qsort(cand, (size_t)n_cand, sizeof(Candidate), by_z);
+    }
 
     if (s->top_p < 1.0) {
-        double mass = top_k_applied ? 0.0 : 1.0, running = 0.0;
-        if (top_k_applied) for (int i = 0; i < n_cand; i++) mass += cand[i].p;
+        double running = 0.0;
         for (int i = 0; i < n_cand; i++) {
-            running += cand[i].p;
+            running += cand[i].w;
             if (running >= s->top_p * mass) { n_cand = i + 1; break; }
         }
     }
-    qsort(cand, (size_t)n_cand, sizeof(Candidate), by_id);
+    if (top_k || s->top_p < 1.0) qsort(cand, (size_t)n_cand, sizeof(Candidate), by_id);
     double kept = 0.0, running = 0.0;
-    for (int i = 0; i < n_cand; i++) kept += cand[i].p;
+    for (int i = 0; i < n_cand; i++) kept += cand[i].w;
     double r = rng_uniform(&s->rng_state) * kept;
     for (int i = 0; i < n_cand; i++) {
-        running += cand[i].p;
+        running += cand[i].w;
         if (running > r) return cand[i].id;
     }
     return cand[n_cand - 1].id;

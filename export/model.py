@@ -342,25 +342,26 @@ class Rng:
 
 
 def sample(logits: np.ndarray, rng: Rng, temperature: float, top_k: int, top_p: float) -> int:
-    """logits: [vocab_size] float32 -> token id; same steps and precision as run.c's sample()."""
+    """logits: [vocab_size] float32 -> token id; same steps and precision as run.c's sample()
+    (sampler.h): candidates by z = logits / temperature descending, top-k, weights
+    exp(z - max z), top-p on the weights, one draw in id order."""
     if temperature == 0.0:
         return int(np.argmax(logits))  # first maximum, like run.c
     z = logits.astype(np.float64) / temperature
-    e = np.exp(z - z.max())
-    p = e / np.cumsum(e)[-1]  # cumsum: summed in id order, like the C loop
-    order = np.lexsort((np.arange(len(p)), -p))  # p descending, then id ascending
-    mass = 1.0
+    w = np.exp(z - z.max())
+    order = np.lexsort((np.arange(len(z)), -z))  # z descending, then id ascending
     if 0 < top_k < len(order):
         order = order[:top_k]
-        mass = float(np.cumsum(p[order])[-1])
-    kept = p[order]
+        mass = float(np.cumsum(w[order])[-1])  # the k weights, in that order
+    else:
+        mass = float(np.cumsum(w)[-1])  # every weight, in id order, like the C loop
     if top_p < 1.0:
-        running = np.cumsum(kept)
+        running = np.cumsum(w[order])
         reach = np.nonzero(running >= top_p * mass)[0]
         if len(reach):
-            order, kept = order[: reach[0] + 1], kept[: reach[0] + 1]
+            order = order[: reach[0] + 1]
     order = np.sort(order)  # the draw walks the kept tokens in id order
-    running = np.cumsum(p[order])
+    running = np.cumsum(w[order])
     r = rng.uniform() * running[-1]
     above = np.nonzero(running > r)[0]
     return int(order[above[0]] if len(above) else order[-1])

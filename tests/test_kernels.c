@@ -597,20 +597,20 @@ static void check_repeat_penalty(void) {
  * many repeats, ascending and descending runs (every value replaces the heap's smallest, or
  * none does), k = 1, k = n and between. */
 static int descending(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
+    float x = *(const float *)a, y = *(const float *)b;
     return (x < y) - (x > y);
 }
 
 static void check_kth_largest(void) {
     enum { N = 300 };
-    double x[N], sorted[N], heap[N];
+    float x[N], sorted[N], heap[N];
     uint64_t seed = 12345;
     int ok = 1;
     for (int kind = 0; kind < 3; kind++) {
         for (int i = 0; i < N; i++)
-            x[i] = kind == 0 ? (double)(int)(rng_uniform(&seed) * 40) : kind == 1 ? i * 0.5 : (N - i) * 0.25;
+            x[i] = kind == 0 ? (float)(int)(rng_uniform(&seed) * 40) : kind == 1 ? i * 0.5f : (N - i) * 0.25f;
         memcpy(sorted, x, sizeof x);
-        qsort(sorted, N, sizeof(double), descending);
+        qsort(sorted, N, sizeof(float), descending);
         int ks[] = {1, 2, 7, 40, 299, 300};
         for (int j = 0; j < 6; j++) ok &= kth_largest(x, N, ks[j], heap) == sorted[ks[j] - 1];
     }
