@@ -233,10 +233,13 @@ static void rotate_queries_keys(const Transformer *t, float *qkv, int T, const P
  * samples' decode steps (kernels/matmul.h) */
 static void linear(RunState *s, float *out, const float *x, const Matrix *w, const float *bias, int T, int decode) {
     matmul(out, x, w, bias, T, decode, &s->mm);
-    if (s->observe_product) s->observe_product(w, x, out, T);
+    if (s->observe_product) ONE_THREAD(s->observe_product(w, x, out, T));
 }
 
-static float *forward(Transformer *t, const uint32_t *tokens, int T, Positions at, int all_logits) {
+/* forward()'s steps. Every thread of the team runs them all (kernels/parallel.h): each loop
+ * split between threads shares its work and ends when all threads have done their part, and
+ * every other write to a buffer is made by one thread. */
+static void forward_steps(Transformer *t, const uint32_t *tokens, int T, Positions at, int all_logits) {
     const Config *c = &t->config;
     const TransformerWeights *w = &t->weights;
     RunState *s = &t->state;
@@ -245,7 +248,8 @@ static float *forward(Transformer *t, const uint32_t *tokens, int T, Positions a
     float *x = s->x;
 
     /* token embedding (plus positional encoding when the positions are added, not rotary) */
-    for (int i = 0; i < T; i++) embed(t, x + (size_t)i * C, tokens[i], position_of(&at, i));
+    int i;
+    SPLIT_FOR(T > 1, schedule(static), (i = 0; i < T; i++), { embed(t, x + (size_t)i * C, tokens[i], position_of(&at, i)); });
 
     for (int l = 0; l < c->n_layer; l++) {
         const LayerWeights *L = &w->layer[l];
@@ -287,7 +291,14 @@ static float *forward(Transformer *t, const uint32_t *tokens, int T, Positions a
     float *last = x + (size_t)first * C;
     norm(c, last, last, w->ln_f_weight, w->ln_f_bias, T - first);
     linear(s, s->logits, last, &w->lm_head, NULL, T - first, decode);
-    return s->logits;
+}
+
+/* The T tokens (at their positions in their sequences) through the model: returns the logits
+ * of the last token, or of every token (all_logits, or samples: one row each). The steps run
+ * on one team of threads for the whole pass, not one team per split loop. */
+static float *forward(Transformer *t, const uint32_t *tokens, int T, Positions at, int all_logits) {
+    IN_TEAM(forward_steps(t, tokens, T, at, all_logits));
+    return t->state.logits;
 }
 
 /* Tokens in the forward() block that starts at pos when the input ends at end. */

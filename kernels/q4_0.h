@@ -272,16 +272,6 @@ static inline __attribute__((always_inline)) void q4_rows16_512(const QuantProdu
 #endif
 
 #ifdef Q4_PACKED
-/* Each group's sum of the activation quants (T * nb groups), for kernels that multiply weights
- * offset by a constant (q4_0's quant + 8) and take the constant's share off again. */
-static void group_sums(int32_t *sum, const int8_t *q, long groups) {
-    for (long g = 0; g < groups; g++) {
-        int32_t s = 0;
-        for (int k = 0; k < QUANT_GROUP; k++) s += q[g * QUANT_GROUP + k];
-        sum[g] = s;
-    }
-}
-
 #if defined(Q4_VNNI512)
 static void q4_decode_panel(const QuantProduct *p, int panel) { q4_rows16_512(p, panel, 0, 1); }
 static void q4_prefill_panel(const QuantProduct *p, int panel) {
@@ -311,15 +301,15 @@ static void q4_matmul(float *out, const float *x, const Matrix *w, const float *
                       MatmulScratch *scratch) {
     (void)decode;
     int n = w->cols;
-    quantize_rows(scratch->q, scratch->scale, x, T, n, 0);
 #ifdef Q4_PACKED
+    quantize_rows(scratch->q, scratch->scale, scratch->sum, x, T, n, 0);
     int nb = n / QUANT_GROUP;
-    group_sums(scratch->sum, scratch->q, (long)T * nb);
     QuantProduct p = {.out = out, .bias = bias, .T = T, .rows = w->rows, .nb = nb,
                       .xq = scratch->q, .xs = scratch->scale, .xsum = scratch->sum};
     q4_packed_parts(w, &p);
     for_each_panel(&p, q4_decode_panel, q4_prefill_panel);
 #else
+    quantize_rows(scratch->q, scratch->scale, NULL, x, T, n, 0);
     quant_matmul_rows(out, w, bias, T, scratch, q4_row_dot);
 #endif
 }

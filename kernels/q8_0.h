@@ -412,22 +412,26 @@ static void prefill_avx2(const QuantProduct *p, int panel) {
 #ifdef AMX_PREFILL
 /* Prefill on AMX tiles: the activations quantized in AMX order, (T / 16, nb, 16, 32) quants and
  * (T / 16, nb, 16) scales, zero past T; a team of threads each with its tiles configured. */
+static void amx_panels(const QuantProduct *p, int panels) {
+    int panel;
+    amx_configure();
+#pragma omp for schedule(dynamic, 1)
+    for (panel = 0; panel < panels; panel++) amx_rows16(p, panel);
+    _tile_release();
+}
+
 static void amx_matmul(QuantProduct *p, const float *x, MatmulScratch *scratch) {
-    int nb = p->nb, n = nb * QUANT_GROUP, panels = (p->rows + PANEL_ROWS - 1) / PANEL_ROWS, t, panel;
-#pragma omp parallel for schedule(static)
-    for (t = 0; t < (p->T + 15) / 16 * 16; t++)
+    int nb = p->nb, n = nb * QUANT_GROUP, panels = (p->rows + PANEL_ROWS - 1) / PANEL_ROWS, t;
+    SPLIT_FOR(1, schedule(static), (t = 0; t < (p->T + 15) / 16 * 16; t++), {
         for (int b = 0; b < nb; b++) {
             size_t at = ((size_t)(t / 16) * nb + b) * 16 + t % 16;
             if (t < p->T) quantize_q8(scratch->q + at * QUANT_GROUP, scratch->scale + at, x + (size_t)t * n + b * QUANT_GROUP, QUANT_GROUP);
             else { memset(scratch->q + at * QUANT_GROUP, 0, QUANT_GROUP); scratch->scale[at] = 0.0f; }
         }
-#pragma omp parallel
-    {
-        amx_configure();
-#pragma omp for schedule(dynamic, 1)
-        for (panel = 0; panel < panels; panel++) amx_rows16(p, panel);
-        _tile_release();
-    }
+    });
+    /* every thread its tiles configured, then the panels shared (the `omp for` ends when all
+     * are done) */
+    TEAM_REGION(amx_panels(p, panels););
 }
 #endif
 
@@ -451,7 +455,7 @@ static void q8_matmul(float *out, const float *x, const Matrix *w, const float *
             return;
         }
 #endif
-        quantize_rows(scratch->q, scratch->scale, x, T, n, T > 1 && w->packing == Q8_PACK_VNNI);
+        quantize_rows(scratch->q, scratch->scale, NULL, x, T, n, T > 1 && w->packing == Q8_PACK_VNNI);
 #if defined(VNNI512_KERNELS)
         for_each_panel(&p, decode_vnni512, prefill_vnni512);
 #elif defined(AVX2_KERNELS)
@@ -459,7 +463,7 @@ static void q8_matmul(float *out, const float *x, const Matrix *w, const float *
 #endif
         return;
     }
-    quantize_rows(scratch->q, scratch->scale, x, T, n, 0);
+    quantize_rows(scratch->q, scratch->scale, NULL, x, T, n, 0);
     quant_matmul_rows(out, w, bias, T, scratch, q8_row_dot);
 }
 

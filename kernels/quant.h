@@ -52,12 +52,19 @@ static inline void quantize_q8(int8_t *q, float *scale, const float *x, int n) {
 }
 
 /* Activations of T tokens quantized row by row: q (T, n), scales (T, n / QUANT_GROUP); with
- * shift_unsigned, the quants stored + 128 as unsigned bytes (for VNNI's dpbusd). */
-static void quantize_rows(int8_t *q, float *scale, const float *x, int T, int n, int shift_unsigned) {
-    int t;
+ * shift_unsigned, the quants stored + 128 as unsigned bytes (for VNNI's dpbusd); with sums,
+ * each group's sum of its (signed) quants too, (T, n / QUANT_GROUP), for kernels that multiply
+ * weights offset by a constant (q4_0's quant + 8) and take the constant's share off again. */
+static void quantize_rows(int8_t *q, float *scale, int32_t *sums, const float *x, int T, int n, int shift_unsigned) {
+    int t, nb = n / QUANT_GROUP;
     SPLIT_FOR(T > 1, schedule(static), (t = 0; t < T; t++), {
         int8_t *row = q + (size_t)t * n;
-        quantize_q8(row, scale + (size_t)t * (n / QUANT_GROUP), x + (size_t)t * n, n);
+        quantize_q8(row, scale + (size_t)t * nb, x + (size_t)t * n, n);
+        for (int b = 0; sums && b < nb; b++) {
+            int32_t sum = 0;
+            for (int k = 0; k < QUANT_GROUP; k++) sum += row[b * QUANT_GROUP + k];
+            sums[(size_t)t * nb + b] = sum;
+        }
         for (int k = 0; shift_unsigned && k < n; k++) row[k] = (int8_t)(uint8_t)(row[k] + 128);
     });
 }

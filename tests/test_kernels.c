@@ -593,6 +593,49 @@ static void check_repeat_penalty(void) {
     free_sampler(&s);
 }
 
+/* The team of kernels/parallel.h: rounds of steps each of which reads what the step before
+ * wrote on other threads (a split loop, one thread's sum of everything, a loop split with
+ * dynamic scheduling that reads that sum, a loop not worth splitting that reads its neighbours
+ * as they change, so that it is wrong unless one thread runs it in order), run by a team of 3
+ * threads, more than some machines have, so that the barrier also waits for a descheduled
+ * thread, and by one thread without a team: every value must agree. */
+static void team_rounds(long *a, long *total, int n, int rounds) {
+    for (int r = 0; r < rounds; r++) {
+        int i;
+        SPLIT_FOR(1, schedule(static), (i = 0; i < n; i++), { a[i] = (a[i] * 3 + i + r + *total % 7) % 1000003; });
+        ONE_THREAD({
+            long sum = 0;
+            for (int k = 0; k < n; k++) sum += a[k];
+            *total = sum % 1000003;
+        });
+        SPLIT_FOR(1, schedule(dynamic, 1), (i = 0; i < n; i++), { a[i] = (a[i] + *total) % 1000003; });
+        SPLIT_FOR(0, schedule(static), (i = 0; i < n; i++), { a[i] = (a[i] + a[(i + 1) % n]) % 1000003; });
+    }
+}
+
+static void check_team(void) {
+    enum { N = 37, ROUNDS = 500 };
+    long alone[N], together[N], total_alone = 0, total_together = 0;
+    for (int i = 0; i < N; i++) alone[i] = together[i] = i;
+#ifdef _OPENMP
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    team_rounds(alone, &total_alone, N, ROUNDS);
+    omp_set_num_threads(3);
+    IN_TEAM(team_rounds(together, &total_together, N, ROUNDS));
+    omp_set_num_threads(threads);
+#else
+    team_rounds(alone, &total_alone, N, ROUNDS);
+    IN_TEAM(team_rounds(together, &total_together, N, ROUNDS));
+#endif
+    int same = total_alone == total_together && total_alone != 0;
+    for (int i = 0; i < N; i++) same &= alone[i] == together[i];
+    checks++;
+    printf("%s a team of 3 threads computes what one thread does (%d rounds of dependent steps)\n",
+           same ? "ok" : "not ok", ROUNDS);
+    if (!same) failures++;
+}
+
 /* kth_largest (top-k's cutoff) against the k-th value of a descending sort: random values with
  * many repeats, ascending and descending runs (every value replaces the heap's smallest, or
  * none does), k = 1, k = n and between. */
@@ -622,6 +665,7 @@ static void check_kth_largest(void) {
 
 int main(void) {
     check_team_choice();
+    check_team();
     check_repeat_penalty();
     check_kth_largest();
 
