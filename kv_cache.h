@@ -42,6 +42,8 @@ typedef struct {
     size_t number; /* bytes of one number: 2 (binary16) or 4 (float32) */
     int n_layer, n_kv_head, head_size, n_ctx;
     int ctx16, hs16;
+    int *prefix;   /* (n_seq) sequence s reads positions 0..prefix[s]-1 from sequence 0's cache
+                      (samples sharing their prompt's), 0: none */
 } KVCache;
 
 static size_t cache_number_bytes(CacheType type) { return type == CACHE_F16 ? sizeof(uint16_t) : sizeof(float); }
@@ -76,11 +78,13 @@ static void build_kv_cache(KVCache *kv, int n_layer, int n_kv_head, int head_siz
     if (bytes > (double)(SIZE_MAX / 2)) die("model file: the key/value cache would need %.3g bytes", bytes);
     kv->keys = calloc_or_die((size_t)bytes, "key cache");
     kv->values = calloc_or_die((size_t)bytes, "value cache");
+    kv->prefix = calloc_or_die((size_t)n_seq * sizeof(int), "key/value cache");
 }
 
 static void free_kv_cache(KVCache *kv) {
     free(kv->keys);
     free(kv->values);
+    free(kv->prefix);
     memset(kv, 0, sizeof *kv);
 }
 
@@ -126,18 +130,29 @@ static void store_keys_values(const KVCache *kv, int l, const float *keys, const
     });
 }
 
-/* Sequence from's cache of positions 0..n-1 copied to sequence to (a prompt prefilled once for
- * every sample). */
-static void copy_sequence(const KVCache *kv, int from, int to, long n) {
+/* Sequence 0's cache of positions 0..n-1 (a prompt prefilled once for every sample) given to
+ * sequence to: the positions up to the last multiple of PREFIX_STEP are shared, read from
+ * sequence 0's cache where they are (so that every sample's attention reads the same bytes,
+ * which stay in the processor's cache, instead of a copy each), the rest copied. Sequence 0
+ * must not change those positions while they are shared (its later tokens go after n). */
+static void share_prompt(const KVCache *kv, int to, long n) {
+    int shared = (int)(n / PREFIX_STEP * PREFIX_STEP);
+    kv->prefix[to] = shared;
     for (int l = 0; l < kv->n_layer; l++)
         for (int h = 0; h < kv->n_kv_head; h++) {
-            /* the blocks that hold positions 0..n-1 (the last one's later positions too:
+            /* the blocks that hold positions shared..n-1 (the last one's later positions too:
              * attention never uses those before they are stored) */
-            memcpy(head_keys(kv, to, l, h), head_keys(kv, from, l, h),
-                   key_index(kv->head_size, round_up16((int)n), 0) * kv->number);
-            memcpy(head_values(kv, to, l, h), head_values(kv, from, l, h), (size_t)n * kv->hs16 * kv->number);
+            size_t first = key_index(kv->head_size, shared, 0) * kv->number;
+            memcpy((char *)head_keys(kv, to, l, h) + first, (char *)head_keys(kv, 0, l, h) + first,
+                   key_index(kv->head_size, round_up16((int)n), 0) * kv->number - first);
+            memcpy((char *)head_values(kv, to, l, h) + (size_t)shared * kv->hs16 * kv->number,
+                   (char *)head_values(kv, 0, l, h) + (size_t)shared * kv->hs16 * kv->number,
+                   (size_t)(n - shared) * kv->hs16 * kv->number);
         }
 }
+
+/* No sequence reads another's cache any more (before sequences are filled anew from position 0). */
+static void share_nothing(const KVCache *kv, int n_seq) { memset(kv->prefix, 0, (size_t)n_seq * sizeof(int)); }
 
 /* Scratch for multi_head_attention(): one slice per job in flight, and optionally the place
  * where the attention weights are kept for the --attention picture. */
@@ -176,6 +191,8 @@ static void multi_head_attention(const KVCache *kv, int l, int n_head, int T, co
                 .query = queries + (size_t)i * q_stride + h * hs, .query_stride = q_stride,
                 .keys = head_keys(kv, seq, l, h / group),
                 .values = head_values(kv, seq, l, h / group), .value_stride = kv->hs16, .cache = kv->type,
+                .prefix = kv->prefix[seq], .prefix_keys = head_keys(kv, 0, l, h / group),
+                .prefix_values = head_values(kv, 0, l, h / group),
                 .out = out + (size_t)i * out_stride + h * hs, .out_stride = out_stride,
                 .pos = pos, .nq = min_int(per_tile, T - i), .head_size = hs,
                 /* for the attention picture: row pos of this head's (len, len) weights */

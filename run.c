@@ -693,6 +693,7 @@ static long free_samples(Sample *samples, int N) {
 /* The T active samples have no room for their next token: each one's window moves to its last
  * g->keep tokens and the new one, which go through the model again from position 0. */
 static void move_windows(Transformer *t, const GenerateOptions *g, Sample *samples, const int *active, int T) {
+    share_nothing(&t->state.kv, g->samples);
     for (int j = 0; j < T; j++) {
         Sample *sm = &samples[active[j]];
         sm->window = sm->n_tokens - 1 - g->keep;
@@ -733,13 +734,13 @@ static void generate(Transformer *t, const uint8_t *prompt, size_t prompt_len, c
     start_sample(&p);
 
     /* the prompt through the model in blocks (prefill), filling the first sample's key/value
-     * cache; the others get a copy */
+     * cache; the others share it (kv_cache.h) */
     double t0 = now_seconds();
     long n_prefilled = n_tokens - window;
     const float *logits = prefill(t, 0, samples[0].tokens + window, n_prefilled);
     for (int i = 0; i < N; i++) {
         memcpy(samples[i].own_logits, logits, (size_t)vocab * sizeof(float));
-        if (i > 0) copy_sequence(&t->state.kv, 0, i, n_prefilled);
+        if (i > 0) share_prompt(&t->state.kv, i, n_prefilled);
     }
     double t1 = now_seconds();
 

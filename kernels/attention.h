@@ -28,6 +28,10 @@ typedef struct {
     int query_stride;
     const void *keys;    /* (n_ctx / KEY_BLOCK rounded up, head_size, KEY_BLOCK): this head's keys */
     const void *values;  /* (n_ctx, value_stride): this head's values */
+    int prefix;          /* positions 0..prefix-1 are read from prefix_keys and prefix_values
+                            instead (laid out alike): a prompt's cache shared by the samples that
+                            continue it. A multiple of PREFIX_STEP; only for one query (nq = 1). */
+    const void *prefix_keys, *prefix_values;
     int value_stride;    /* round_up16(head_size) */
     CacheType cache;     /* the numbers of keys and values: float or uint16_t (binary16) */
     float *out;          /* nq outputs of head_size floats, out_stride floats apart */
@@ -46,6 +50,10 @@ typedef struct {
 static inline size_t key_index(int head_size, int j, int d) {
     return ((size_t)(j / KEY_BLOCK) * head_size + d) * KEY_BLOCK + j % KEY_BLOCK;
 }
+
+/* A shared prefix ends at a multiple of four blocks: the scores' four vectors of positions
+ * never straddle its end, whatever the vector width. */
+#define PREFIX_STEP (4 * KEY_BLOCK)
 
 /* VW cached numbers from number i of a head's keys or values, as floats. */
 static inline vf load_cached(const void *head, size_t i, CacheType cache) {
@@ -89,17 +97,21 @@ static inline __attribute__((always_inline)) void attend(const HeadAttention *b,
     /* vector u of the four is key_index(hs, u VW, 0) numbers after the first: in the same block
      * or the next ones, the same for every j (a multiple of 4 VW, within a block when VW is 1) */
     size_t at1 = key_index(hs, VW, 0), at2 = key_index(hs, 2 * VW, 0), at3 = key_index(hs, 3 * VW, 0);
+    const void *keys[MAX_HEADS_AT_ONCE], *values[MAX_HEADS_AT_ONCE]; /* of the positions at hand */
     for (j = 0; j + 4 * VW <= n16; j += 4 * VW) {
         size_t k = key_index(hs, j, 0);
         vf s[MAX_HEADS_AT_ONCE][4];
-        for (g = 0; g < G; g++) s[g][0] = s[g][1] = s[g][2] = s[g][3] = vf_set1(0.0f);
+        for (g = 0; g < G; g++) {
+            s[g][0] = s[g][1] = s[g][2] = s[g][3] = vf_set1(0.0f);
+            keys[g] = j < b[g].prefix ? b[g].prefix_keys : b[g].keys;
+        }
         for (d = 0; d < hs; d++, k += KEY_BLOCK)
             for (g = 0; g < G; g++) {
                 vf q = vf_set1(qs[g][d]);
-                s[g][0] = vf_fma(q, load_cached(b[g].keys, k, cache), s[g][0]);
-                s[g][1] = vf_fma(q, load_cached(b[g].keys, k + at1, cache), s[g][1]);
-                s[g][2] = vf_fma(q, load_cached(b[g].keys, k + at2, cache), s[g][2]);
-                s[g][3] = vf_fma(q, load_cached(b[g].keys, k + at3, cache), s[g][3]);
+                s[g][0] = vf_fma(q, load_cached(keys[g], k, cache), s[g][0]);
+                s[g][1] = vf_fma(q, load_cached(keys[g], k + at1, cache), s[g][1]);
+                s[g][2] = vf_fma(q, load_cached(keys[g], k + at2, cache), s[g][2]);
+                s[g][3] = vf_fma(q, load_cached(keys[g], k + at3, cache), s[g][3]);
             }
         for (g = 0; g < G; g++) {
             vf_store(att[g] + j, s[g][0]);
@@ -111,10 +123,13 @@ static inline __attribute__((always_inline)) void attend(const HeadAttention *b,
     for (; j < n16; j += VW) { /* fewer than four vectors left */
         size_t k = key_index(hs, j, 0);
         vf s[MAX_HEADS_AT_ONCE];
-        for (g = 0; g < G; g++) s[g] = vf_set1(0.0f);
+        for (g = 0; g < G; g++) {
+            s[g] = vf_set1(0.0f);
+            keys[g] = j < b[g].prefix ? b[g].prefix_keys : b[g].keys;
+        }
         for (d = 0; d < hs; d++)
             for (g = 0; g < G; g++)
-                s[g] = vf_fma(vf_set1(qs[g][d]), load_cached(b[g].keys, k + (size_t)d * KEY_BLOCK, cache), s[g]);
+                s[g] = vf_fma(vf_set1(qs[g][d]), load_cached(keys[g], k + (size_t)d * KEY_BLOCK, cache), s[g]);
         for (g = 0; g < G; g++) vf_store(att[g] + j, s[g]);
     }
     if (G == 2) softmax2(att[0], att[1], n);
@@ -123,24 +138,30 @@ static inline __attribute__((always_inline)) void attend(const HeadAttention *b,
         int vectors = min_int(4, (round_up16(hs) - d + VW - 1) / VW);
         vf acc[MAX_HEADS_AT_ONCE][4];
         for (g = 0; g < G; g++) acc[g][0] = acc[g][1] = acc[g][2] = acc[g][3] = vf_set1(0.0f);
-        if (vectors == 4) { /* the usual case: every sum in registers */
-            for (j = 0; j < n; j++) {
-                size_t v = (size_t)j * vs + d;
-                for (g = 0; g < G; g++) {
-                    vf weight = vf_set1(att[g][j]);
-                    acc[g][0] = vf_fma(weight, load_cached(b[g].values, v, cache), acc[g][0]);
-                    acc[g][1] = vf_fma(weight, load_cached(b[g].values, v + VW, cache), acc[g][1]);
-                    acc[g][2] = vf_fma(weight, load_cached(b[g].values, v + 2 * VW, cache), acc[g][2]);
-                    acc[g][3] = vf_fma(weight, load_cached(b[g].values, v + 3 * VW, cache), acc[g][3]);
+        /* positions in order: those of the shared prefix, then the head's own (the same sums) */
+        int own = min_int(b[0].prefix, n); /* the first of the head's own positions */
+        for (int part = 0; part < 2; part++) {
+            int from = part ? own : 0, to = part ? n : own;
+            for (g = 0; g < G; g++) values[g] = part ? b[g].values : b[g].prefix_values;
+            if (vectors == 4) { /* the usual case: every sum in registers */
+                for (j = from; j < to; j++) {
+                    size_t v = (size_t)j * vs + d;
+                    for (g = 0; g < G; g++) {
+                        vf weight = vf_set1(att[g][j]);
+                        acc[g][0] = vf_fma(weight, load_cached(values[g], v, cache), acc[g][0]);
+                        acc[g][1] = vf_fma(weight, load_cached(values[g], v + VW, cache), acc[g][1]);
+                        acc[g][2] = vf_fma(weight, load_cached(values[g], v + 2 * VW, cache), acc[g][2]);
+                        acc[g][3] = vf_fma(weight, load_cached(values[g], v + 3 * VW, cache), acc[g][3]);
+                    }
                 }
-            }
-        } else {
-            for (j = 0; j < n; j++) {
-                size_t v = (size_t)j * vs + d;
-                for (g = 0; g < G; g++) {
-                    vf weight = vf_set1(att[g][j]);
-                    for (int u = 0; u < vectors; u++)
-                        acc[g][u] = vf_fma(weight, load_cached(b[g].values, v + u * VW, cache), acc[g][u]);
+            } else {
+                for (j = from; j < to; j++) {
+                    size_t v = (size_t)j * vs + d;
+                    for (g = 0; g < G; g++) {
+                        vf weight = vf_set1(att[g][j]);
+                        for (int u = 0; u < vectors; u++)
+                            acc[g][u] = vf_fma(weight, load_cached(values[g], v + u * VW, cache), acc[g][u]);
+                    }
                 }
             }
         }
@@ -253,7 +274,7 @@ static void attention_lanes16(const HeadAttention *b, int q0, float *scratch) {
  * give the same bits. */
 static void attention(const HeadAttention *b, float *scratch) {
 #if defined(__AVX512F__)
-    if (b->nq > 1 && b->head_size % 16 == 0) {
+    if (b->nq > 1 && b->head_size % 16 == 0 && b->prefix == 0) {
         for (int q0 = 0; q0 < b->nq; q0 += 16) attention_lanes16(b, q0, scratch);
         return;
     }

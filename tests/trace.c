@@ -51,7 +51,7 @@ static void trace_samples(const uint32_t *ids, long n, int N) {
     uint32_t *tokens = malloc_or_die((size_t)N * sizeof(uint32_t), "samples");
     for (int i = 0; i < N; i++) seqs[i] = i;
     prefill(&model, 0, ids, n);
-    for (int i = 1; i < N; i++) copy_sequence(&model.state.kv, 0, i, n);
+    for (int i = 1; i < N; i++) share_prompt(&model.state.kv, i, n);
     for (int step = 0; step < SAMPLE_STEPS; step++) {
         for (int i = 0; i < N; i++) tokens[i] = sample_token(i, step);
         Positions at = {.pos = (int)n + step, .samples = seqs};
