@@ -1,9 +1,9 @@
 /* kv_cache.h: the key/value cache. Every position's key and value of every layer and head are
  * kept once computed, so that a new token attends to all earlier ones without recomputing them;
  * one cache per sequence (several with --samples). This file is the one home of its layout:
- * it allocates the cache, stores each token's keys and values, copies a sequence's cache to
- * another, and runs a layer's attention over it, split between threads, with kernels/attention.h
- * computing each head.
+ * it allocates the cache, stores each token's keys and values, lets samples share the cache of
+ * their prompt, and runs a layer's attention over it, split between threads, with
+ * kernels/attention.h computing each head.
  *
  * The cache holds the n_kv_head key/value heads; with grouped-query attention several query
  * heads read the same one (query head h reads key/value head h / (n_head / n_kv_head)).
