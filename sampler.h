@@ -155,6 +155,7 @@ static int sample(Sampler *s, const float *logits, int n) {
     if (s->temperature == 0.0) return argmax(logits, n);
     double temperature = s->temperature, max = logits[argmax(logits, n)] / temperature, mass = 0.0;
     Candidate *cand = s->candidates;
+    double *w = s->weights;
     int n_cand = 0, top_k = s->top_k > 0 && s->top_k < n;
     if (top_k) {
         /* The k largest z are the k largest logits: a float divided by the same positive double
@@ -163,14 +164,7 @@ static int sample(Sampler *s, const float *logits, int n) {
         float cutoff = kth_largest(logits, n, s->top_k, s->scratch);
         for (int i = 0; i < n; i++)
             if (logits[i] >= cutoff) cand[n_cand++] = (Candidate){.z = logits[i] / temperature, .id = i};
-        qsort(cand, (size_t)n_cand, sizeof(Candidate), by_z);
-        n_cand = s->top_k; /* at least k logits reach the k-th largest */
-        for (int i = 0; i < n_cand; i++) {
-            cand[i].w = exp(cand[i].z - max);
-            mass += cand[i].w;
-        }
     } else {
-        double *w = s->weights;
         for (int i = 0; i < n; i++) {
             w[i] = exp(logits[i] / temperature - max);
             mass += w[i];
@@ -181,9 +175,16 @@ static int sample(Sampler *s, const float *logits, int n) {
         double cutoff = s->top_p < 1.0 && n > 1 ? (1.0 - s->top_p) / (n - 1) * mass : 0.0;
         for (int i = 0; i < n; i++)
             if (w[i] >= cutoff) cand[n_cand++] = (Candidate){.z = logits[i] / temperature, .w = w[i], .id = i};
-        if (n_cand == 0) /* rounding */
-            for (int i = 0; i < n; i++) cand[n_cand++] = (Candidate){.z = logits[i] / temperature, .w = w[i], .id = i};
-        if (s->top_p < 1.0) qsort(cand, (size_t)n_cand, sizeof(Candidate), by_z);
+    }
+    if (n_cand == 0) /* rounding, or logits that are not numbers (a file's NaN weights): every id */
+        for (int i = 0; i < n; i++) cand[n_cand++] = (Candidate){.z = logits[i] / temperature, .w = top_k ? 0.0 : w[i], .id = i};
+    if (top_k || s->top_p < 1.0) qsort(cand, (size_t)n_cand, sizeof(Candidate), by_z);
+    if (top_k) { /* the first k, and their weights */
+        if (n_cand > s->top_k) n_cand = s->top_k;
+        for (int i = 0; i < n_cand; i++) {
+            cand[i].w = exp(cand[i].z - max);
+            mass += cand[i].w;
+        }
     }
 
     if (s->top_p < 1.0) {
