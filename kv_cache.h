@@ -138,16 +138,16 @@ static void store_keys_values(const KVCache *kv, int l, const float *keys, const
 static void share_prompt(const KVCache *kv, int to, long n) {
     int shared = (int)(n / PREFIX_STEP * PREFIX_STEP);
     kv->prefix[to] = shared;
+    /* per head, the bytes from position `shared` on: the key blocks up to n's (the last one's
+     * later positions too: attention never uses those before they are stored), the values up
+     * to n */
+    size_t keys_at = key_index(kv->head_size, shared, 0) * kv->number,
+           keys_bytes = key_index(kv->head_size, round_up16((int)n), 0) * kv->number - keys_at,
+           values_at = (size_t)shared * kv->hs16 * kv->number, values_bytes = (size_t)(n - shared) * kv->hs16 * kv->number;
     for (int l = 0; l < kv->n_layer; l++)
         for (int h = 0; h < kv->n_kv_head; h++) {
-            /* the blocks that hold positions shared..n-1 (the last one's later positions too:
-             * attention never uses those before they are stored) */
-            size_t first = key_index(kv->head_size, shared, 0) * kv->number;
-            memcpy((char *)head_keys(kv, to, l, h) + first, (char *)head_keys(kv, 0, l, h) + first,
-                   key_index(kv->head_size, round_up16((int)n), 0) * kv->number - first);
-            memcpy((char *)head_values(kv, to, l, h) + (size_t)shared * kv->hs16 * kv->number,
-                   (char *)head_values(kv, 0, l, h) + (size_t)shared * kv->hs16 * kv->number,
-                   (size_t)(n - shared) * kv->hs16 * kv->number);
+            memcpy((char *)head_keys(kv, to, l, h) + keys_at, (char *)head_keys(kv, 0, l, h) + keys_at, keys_bytes);
+            memcpy((char *)head_values(kv, to, l, h) + values_at, (char *)head_values(kv, 0, l, h) + values_at, values_bytes);
         }
 }
 
