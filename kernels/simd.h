@@ -28,7 +28,10 @@
  *   quantized products (q8_0, q4_0): the activations quantized per token, one int8 scale per
  *     group of 32 (kernels/quant.h); exact integer dot products per group, then an fma chain
  *     over the groups in order of dot_g * (weight scale_g * activation scale_g); then + bias.
- *   LayerNorm, embeddings and residual adds: plain float32 operations in order.
+ *   LayerNorm and RMSNorm: their sums (of the values; of the squares of x - mean, or of x) as
+ *     16 partial sums, partial l over i = l, l + 16, ... in order, then p_i += p_{i+8} for
+ *     i < 8, and so on down to p_0 + p_1; the rest value by value.
+ *   embeddings and residual adds: plain float32 operations.
  * tests/test_kernels.c checks each path's kernels against these definitions bit for bit, and
  * tests/test_paths.py every path's logits against every other's.
  */

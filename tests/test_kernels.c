@@ -700,7 +700,52 @@ static void check_quantize(void) {
     if (!ok) failures++;
 }
 
+/* The norms' sums (kernels/ops.h) against their definition written out here in scalar code: 16
+ * partial sums in order, then the fixed tree; widths with and without a part block at the end,
+ * values of mixed magnitudes so that another order gives other bits. Then layernorm and rmsnorm
+ * value by value from those sums. */
+static float sum16_by_definition(const float *x, int n, float c, int squares) {
+    float p[16] = {0};
+    for (int i = 0; i < n; i++) p[i % 16] += squares ? (x[i] - c) * (x[i] - c) : x[i];
+    for (int half = 8; half >= 1; half /= 2)
+        for (int i = 0; i < half; i++) p[i] += p[i + half];
+    return p[0];
+}
+
+static void check_norm_sums(void) {
+    enum { N = 1000 };
+    static float x[N], w[N], b[N], out[N];
+    uint64_t seed = 4242;
+    for (int i = 0; i < N; i++) {
+        x[i] = (float)((rng_uniform(&seed) * 2 - 1) * (i % 7 == 0 ? 1000.0 : 1.0));
+        w[i] = (float)(rng_uniform(&seed) + 0.5);
+        b[i] = (float)(rng_uniform(&seed) - 0.5);
+    }
+    int sizes[] = {1, 3, 16, 50, 512, 768, 1000}, ok = 1, order_matters = 0;
+    for (int k = 0; k < 7; k++) {
+        int n = sizes[k];
+        float mean = sum16_by_definition(x, n, 0, 0) / n, var = sum16_by_definition(x, n, mean, 1) / n;
+        ok &= sum_of(x, n) == sum16_by_definition(x, n, 0, 0);
+        ok &= sum_of_squares(x, n, mean) == sum16_by_definition(x, n, mean, 1);
+        ok &= sum_of_squares(x, n, 0.0f) == sum16_by_definition(x, n, 0.0f, 1);
+        float in_order = 0.0f;
+        for (int i = 0; i < n; i++) in_order += x[i];
+        order_matters |= in_order != sum_of(x, n);
+        layernorm(out, x, w, b, 1, n, 1e-5f);
+        float inv_std = 1.0f / sqrtf(var + 1e-5f);
+        for (int i = 0; i < n; i++) ok &= out[i] == (x[i] - mean) * inv_std * w[i] + b[i];
+        rmsnorm(out, x, w, 1, n, 1e-5f);
+        float inv_rms = 1.0f / sqrtf(sum16_by_definition(x, n, 0.0f, 1) / n + 1e-5f);
+        for (int i = 0; i < n; i++) ok &= out[i] == x[i] * inv_rms * w[i];
+    }
+    checks++;
+    printf("%s norm sums: 16 partial sums then the tree, bit for bit (n = 1 .. 1000; in order differs: %s)\n",
+           ok && order_matters ? "ok" : "not ok", order_matters ? "yes" : "no");
+    if (!ok || !order_matters) failures++;
+}
+
 int main(void) {
+    check_norm_sums();
     check_quantize();
     check_team_choice();
     check_team();
@@ -781,7 +826,7 @@ int main(void) {
     }
 
     /* LayerNorm of [1, 2, 3]: mean 2, variance 2/3 -> [-1.2247, 0, 1.2247] */
-    float x[3] = {1, 2, 3}, w[3] = {1, 1, 1}, y[3];
+    float x[3] = {1, 2, 3}, w[3] = {1, 1, 1}, y[3] = {0};
     layernorm(y, x, w, NULL, 1, 3, 0.0f);
     expect_near("layernorm([1,2,3])[0]", y[0], -1.224745, 1e-5);
     expect_near("layernorm([1,2,3])[2]", y[2], 1.224745, 1e-5);
@@ -789,7 +834,7 @@ int main(void) {
     /* RMSNorm of [1, 2, 3, 4] with weights [1, 1, 2, 0.5]: mean of squares (1 + 4 + 9 + 16) / 4 =
      * 7.5, rms = sqrt(7.5) = 2.738613 -> [1, 2, 3 x 2, 4 x 0.5] / 2.738613 = [0.365148,
      * 0.730297, 2.190890, 0.730297] */
-    float r_in[4] = {1, 2, 3, 4}, r_w[4] = {1, 1, 2, 0.5f}, r_out[4];
+    float r_in[4] = {1, 2, 3, 4}, r_w[4] = {1, 1, 2, 0.5f}, r_out[4] = {0};
     rmsnorm(r_out, r_in, r_w, 1, 4, 0.0f);
     expect_near("rmsnorm([1,2,3,4])[0]", r_out[0], 0.365148, 1e-6);
     expect_near("rmsnorm([1,2,3,4])[1]", r_out[1], 0.730297, 1e-6);
