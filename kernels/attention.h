@@ -132,8 +132,7 @@ static inline __attribute__((always_inline)) void attend(const HeadAttention *b,
                 s[g] = vf_fma(vf_set1(qs[g][d]), load_cached(keys[g], k + (size_t)d * KEY_BLOCK, cache), s[g]);
         for (g = 0; g < G; g++) vf_store(att[g] + j, s[g]);
     }
-    if (G == 2) softmax2(att[0], att[1], n);
-    else softmax(att[0], n);
+    for (g = 0; g < G; g++) softmax(att[g], n);
     for (d = 0; d < hs; d += 4 * VW) { /* four vectors of the head's dimensions in flight */
         int vectors = min_int(4, (round_up16(hs) - d + VW - 1) / VW);
         vf acc[MAX_HEADS_AT_ONCE][4];
@@ -234,14 +233,18 @@ static void attention_lanes16(const HeadAttention *b, int q0, float *scratch) {
             max = _mm512_mask_max_ps(max, VISIBLE(j + k), max, sc[k]);
         }
     }
-    /* softmax over the keys, each query in its lane: exponentials, their sum in key order */
-    __m512 sum = _mm512_setzero_ps(), minus_max = _mm512_mul_ps(max, _mm512_set1_ps(-1.0f));
+    /* softmax over the keys, each query in its lane: exponentials, their sum as sum_of() adds
+     * (partial j mod 16, then the tree; a masked key adds exactly 0) */
+    __m512 partial[16], minus_max = _mm512_mul_ps(max, _mm512_set1_ps(-1.0f));
+    for (j = 0; j < 16; j++) partial[j] = _mm512_setzero_ps();
     for (j = 0; j < n_keys; j++) {
         __m512 e = _mm512_maskz_mov_ps(VISIBLE(j), vf_exp(_mm512_add_ps(_mm512_loadu_ps(att + (size_t)j * 16), minus_max)));
         _mm512_storeu_ps(att + (size_t)j * 16, e);
-        sum = _mm512_add_ps(sum, e);
+        partial[j % 16] = _mm512_add_ps(partial[j % 16], e);
     }
-    sum = _mm512_mask_mov_ps(_mm512_set1_ps(1.0f), live, sum);
+    for (int half = 8; half >= 1; half /= 2)
+        for (j = 0; j < half; j++) partial[j] = _mm512_add_ps(partial[j], partial[j + half]);
+    __m512 sum = _mm512_mask_mov_ps(_mm512_set1_ps(1.0f), live, partial[0]);
     for (j = 0; j < n_keys; j++)
         _mm512_storeu_ps(att + (size_t)j * 16, _mm512_div_ps(_mm512_loadu_ps(att + (size_t)j * 16), sum));
 #undef VISIBLE

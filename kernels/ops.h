@@ -4,7 +4,7 @@
  *
  *   layernorm()     LayerNorm of each of T positions (GPT-2)
  *   rmsnorm()       RMSNorm of each of T positions (Llama)
- *   softmax()       in place, over n values (softmax2(): two rows side by side)
+ *   softmax()       in place, over n values
  *   gelu()          GPT-2's tanh approximation or the exact erf form, in place
  *   swiglu()        silu(gate) * up, in place in up (Llama's feed-forward)
  *   rotary()        rotary positions: pairs of a head's dimensions rotated by the position
@@ -24,63 +24,6 @@
 /* Elementwise steps over a prompt's block are split between threads in spans of SPAN values;
  * one token's (decode) stay on one thread, where starting the others would cost more. */
 #define SPAN 8192
-
-/* softmax()'s steps: x = exp(x - max), x = x / sum */
-static inline void exp_minus(float *x, int n, float max) {
-#define MINUS_MAX_EXP(v) vf_exp(vf_add(v, vf_set1(-max)))
-    ELEMENTWISE(x, n, MINUS_MAX_EXP);
-#undef MINUS_MAX_EXP
-}
-static inline void divide_by(float *x, int n, float sum) {
-#define DIVIDE(v) vf_div(v, vf_set1(sum))
-    ELEMENTWISE(x, n, DIVIDE);
-#undef DIVIDE
-}
-/* In-place softmax over n values: subtract the max for stability, exponentiate, normalise
- * (the sum in order, one value after the other). */
-static void softmax(float *x, int n) {
-    float max = x[0], sum = 0.0f;
-    for (int i = 1; i < n; i++) if (x[i] > max) max = x[i];
-    exp_minus(x, n, max);
-    for (int i = 0; i < n; i++) sum += x[i];
-    divide_by(x, n, sum);
-}
-
-/* softmax() of two rows of n values, each row with exactly softmax()'s operations; the two
- * rows' maxima and in-order sums advance side by side, so that their chains of dependent
- * operations overlap (decode attention of two heads at once). GCC would split the loop of the
- * two sums back into one loop per sum (loop distribution, -O3), so it is told not to here. */
-#if defined(__GNUC__) && !defined(__clang__)
-__attribute__((optimize("no-tree-loop-distribution")))
-#endif
-static void softmax2(float *x, float *y, int n) {
-    float max_x = x[0], max_y = y[0], sum_x = 0.0f, sum_y = 0.0f;
-    for (int i = 1; i < n; i++) {
-        if (x[i] > max_x) max_x = x[i];
-        if (y[i] > max_y) max_y = y[i];
-    }
-    exp_minus(x, n, max_x);
-    exp_minus(y, n, max_y);
-    for (int i = 0; i < n; i++) sum_x += x[i], sum_y += y[i];
-    divide_by(x, n, sum_x);
-    divide_by(y, n, sum_y);
-}
-
-/* GELU over n values, in place: kind GELU_TANH (GPT-2) or GELU_ERF (nanoGPT's nn.GELU()). */
-static void gelu(float *x, int n, int kind) {
-    int at;
-    SPLIT_FOR(n > SPAN, schedule(static), (at = 0; at < n; at += SPAN), {
-        float *span = x + at;
-        int len = min_int(SPAN, n - at);
-        if (kind == GELU_TANH) ELEMENTWISE(span, len, vf_gelu_tanh);
-        else ELEMENTWISE(span, len, vf_gelu_erf);
-    });
-}
-
-static void residual_add(float *x, const float *delta, int n) {
-    int i;
-    SPLIT_FOR(n > SPAN, schedule(static), (i = 0; i < n; i++), { x[i] += delta[i]; });
-}
 
 /* The sums inside a norm, as kernels/simd.h defines them: sum_of(x, n) = x_0 + ... + x_{n-1},
  * sum_of_squares(x, n, c) = (x_0 - c)^2 + ... (each square a subtraction then a multiplication),
@@ -113,6 +56,56 @@ static inline float sum_of_squares_or_sum(const float *x, int n, float c, int sq
 }
 static inline float sum_of(const float *x, int n) { return sum_of_squares_or_sum(x, n, 0.0f, 0); }
 static inline float sum_of_squares(const float *x, int n, float c) { return sum_of_squares_or_sum(x, n, c, 1); }
+
+/* softmax()'s steps: x = exp(x - max), x = x / sum */
+static inline void exp_minus(float *x, int n, float max) {
+#define MINUS_MAX_EXP(v) vf_exp(vf_add(v, vf_set1(-max)))
+    ELEMENTWISE(x, n, MINUS_MAX_EXP);
+#undef MINUS_MAX_EXP
+}
+static inline void divide_by(float *x, int n, float sum) {
+#define DIVIDE(v) vf_div(v, vf_set1(sum))
+    ELEMENTWISE(x, n, DIVIDE);
+#undef DIVIDE
+}
+/* The largest of n values (n >= 1), as `max = x_0; max = x_i if x_i > max` does it: the same
+ * number in any order, so VW lanes at a time (each lane starting from x_0), then the lanes
+ * and what is left one by one. */
+static inline float max_of(const float *x, int n) {
+    vf lanes = vf_set1(x[0]);
+    int i = 0;
+    for (; i + VW <= n; i += VW) lanes = vf_max(vf_load(x + i), lanes);
+    float lane[VW], max = x[0];
+    vf_store(lane, lanes);
+    for (int l = 0; l < VW; l++) if (lane[l] > max) max = lane[l];
+    for (; i < n; i++) if (x[i] > max) max = x[i];
+    return max;
+}
+
+/* In-place softmax over n values: subtract the max for stability, exponentiate, normalise
+ * by the sum of the exponentials as sum_of() adds (16 partial sums, then the tree). A sum in
+ * order was a chain of n dependent additions: a fifth of a decode step's attention at 256
+ * positions. */
+static void softmax(float *x, int n) {
+    exp_minus(x, n, max_of(x, n));
+    divide_by(x, n, sum_of(x, n));
+}
+
+/* GELU over n values, in place: kind GELU_TANH (GPT-2) or GELU_ERF (nanoGPT's nn.GELU()). */
+static void gelu(float *x, int n, int kind) {
+    int at;
+    SPLIT_FOR(n > SPAN, schedule(static), (at = 0; at < n; at += SPAN), {
+        float *span = x + at;
+        int len = min_int(SPAN, n - at);
+        if (kind == GELU_TANH) ELEMENTWISE(span, len, vf_gelu_tanh);
+        else ELEMENTWISE(span, len, vf_gelu_erf);
+    });
+}
+
+static void residual_add(float *x, const float *delta, int n) {
+    int i;
+    SPLIT_FOR(n > SPAN, schedule(static), (i = 0; i < n; i++), { x[i] += delta[i]; });
+}
 
 /* LayerNorm of each of T positions of n values: (x - mean) / sqrt(variance + eps) * weight +
  * bias (bias may be NULL), the mean and the variance by the sums above. out may be x. */

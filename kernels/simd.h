@@ -15,7 +15,7 @@
  *     Numerical Recipes in C (2nd ed., section 6.2, "erfcc": fractional error below 1.2e-7):
  *     z = x * 0.70710678, t = 1 / (1 + 0.5 |z|), erfc|z| = t exp(fma(-|z|, |z|, P(t))) with P
  *     in Horner form by fma, erf = copysign(1 - erfc|z|, z); then (0.5 x) (1 + erf).
- *   softmax: e_j = exp(x_j - max x); sum = e_0 + e_1 + ... in order; x_j = e_j / sum.
+ *   softmax: e_j = exp(x_j - max x); sum of the e_j as the norms' sums below; x_j = e_j / sum.
  *   attention of a query q at position pos over keys k_j, values v_j, j <= pos: score_j = fma
  *     chain over d of (q_d * (1 / sqrt(head_size))) * k_jd; softmax; out_d = fma chain over j
  *     of weight_j * v_jd.

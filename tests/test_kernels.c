@@ -58,12 +58,15 @@ static float ref_gelu_erf(float x) {
     return (0.5f * x) * (1.0f + copysignf(1.0f - erfc, z));
 }
 
+/* the sum: 16 partial sums, partial l over i = l (mod 16) in order, then the fixed tree */
 static void ref_softmax(float *x, int n) {
-    float max = x[0], sum = 0.0f;
+    float max = x[0], p[16] = {0};
     for (int i = 1; i < n; i++) if (x[i] > max) max = x[i];
     for (int i = 0; i < n; i++) x[i] = ref_exp(x[i] - max);
-    for (int i = 0; i < n; i++) sum += x[i];
-    for (int i = 0; i < n; i++) x[i] /= sum;
+    for (int i = 0; i < n; i++) p[i % 16] += x[i];
+    for (int half = 8; half >= 1; half /= 2)
+        for (int i = 0; i < half; i++) p[i] += p[i + half];
+    for (int i = 0; i < n; i++) x[i] /= p[0];
 }
 
 /* decode: 64 partial sums over k = l (mod 64), a fixed tree, then the bias */
