@@ -205,12 +205,18 @@ typedef struct {
  * over W at the speed of memory); prefill, one panel at a time for every token while it sits
  * in cache (dynamic: the last panel may be short). decode_panel(p, panel) computes one token,
  * prefill_panel(p, panel) all T. Inlined into each format's caller, so the kernels are direct
- * calls. */
+ * calls.
+ * Up to FEW_TOKENS tokens (samples' decode steps, a short prompt) the panels are split evenly
+ * too: each thread's panels are then one stretch of the copy, read front to back, and a kernel
+ * can ask for its next panel's lines during the last pass over this one (memory's time hidden
+ * behind that pass's arithmetic, not added to it). */
+#define FEW_TOKENS 16
 static inline __attribute__((always_inline)) void for_each_panel(const QuantProduct *p,
                                                                  void (*decode_panel)(const QuantProduct *, int),
                                                                  void (*prefill_panel)(const QuantProduct *, int)) {
     int panels = (p->rows + PANEL_ROWS - 1) / PANEL_ROWS, panel;
     if (p->T == 1) SPLIT_FOR(1, schedule(static), (panel = 0; panel < panels; panel++), { decode_panel(p, panel); });
+    else if (p->T <= FEW_TOKENS) SPLIT_FOR(1, schedule(static), (panel = 0; panel < panels; panel++), { prefill_panel(p, panel); });
     else SPLIT_FOR(1, schedule(dynamic, 1), (panel = 0; panel < panels; panel++), { prefill_panel(p, panel); });
 }
 
