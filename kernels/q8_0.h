@@ -315,7 +315,9 @@ static void prefill_vnni512(const QuantProduct *p, int panel) {
         __m512 acc[8];
         for (int t = 0; t < 8; t++) acc[t] = _mm512_setzero_ps();
         for (int b = 0; b < nb; b++) {
-            if (t0 == 0) { /* the panel's first pass: the group 4 ahead (q4_rows16_512 says why) */
+            if (t0 == 0) { /* the panel's first pass: the group 4 ahead into L1 (q4_rows16_512
+                              says why), and 16 ahead (8 KB) into L2 */
+                for (int j = 0; j < 8; j++) _mm_prefetch((const char *)(wt + ((size_t)b + 16) * Q8_PANEL_GROUP + 64 * j), _MM_HINT_T2);
                 for (int j = 0; j < 8; j++) _mm_prefetch((const char *)(wt + ((size_t)b + 4) * Q8_PANEL_GROUP + 64 * j), _MM_HINT_T0);
                 _mm_prefetch((const char *)(ws + (b + 4) * PANEL_ROWS), _MM_HINT_T0);
                 _mm_prefetch((const char *)(wc + (b + 4) * PANEL_ROWS), _MM_HINT_T0);
