@@ -171,7 +171,7 @@ static void q4_rows16(const QuantProduct *p, int panel, int t0, int tokens) {
             for (int k = 0; k < 4; k++) _mm_prefetch((const char *)(group + 3 * Q4_PANEL_GROUP + 64 * k), _MM_HINT_T0);
         else if (t0 == 0) /* a panel's first pass with several tokens: the group 8 ahead (2 KB) */
             for (int k = 0; k < 4; k++) _mm_prefetch((const char *)(group + 8 * Q4_PANEL_GROUP + 64 * k), _MM_HINT_T0);
-        else if (t0 + tokens >= p->T && p->T <= FEW_TOKENS) /* the last pass: the next panel's group b */
+        else if (next_panel_wanted(p, t0, tokens)) /* the last pass: the next panel's group b */
             for (int k = 0; k < 4; k++) _mm_prefetch((const char *)(group + (size_t)nb * Q4_PANEL_GROUP + 64 * k), _MM_HINT_T1);
         __m256i dlo[4], dhi[4];
         for (int t = 0; t < 4; t++) dlo[t] = dhi[t] = _mm256_setzero_si256();
@@ -243,7 +243,7 @@ static inline __attribute__((always_inline)) void q4_rows16_512(const QuantProdu
         if (TOKENS > 1 && t0 == 0) { /* the panel's first pass: the lines of 8 groups ahead */
             for (int k = 0; k < 4; k++) _mm_prefetch((const char *)(group + 8 * Q4_PANEL_GROUP + 64 * k), _MM_HINT_T0);
             _mm_prefetch((const char *)(ws + (b + 8) * PANEL_ROWS), _MM_HINT_T0);
-        } else if (TOKENS > 1 && t0 + TOKENS >= p->T && p->T <= FEW_TOKENS) { /* the last pass: the next panel's group b */
+        } else if (next_panel_wanted(p, t0, TOKENS)) { /* the last pass: the next panel's group b */
             for (int k = 0; k < 4; k++) _mm_prefetch((const char *)(group + (size_t)nb * Q4_PANEL_GROUP + 64 * k), _MM_HINT_T1);
             _mm_prefetch((const char *)(ws + (nb + b) * PANEL_ROWS), _MM_HINT_T1);
         }

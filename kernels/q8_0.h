@@ -321,7 +321,7 @@ static void prefill_vnni512(const QuantProduct *p, int panel) {
                 for (int j = 0; j < 8; j++) _mm_prefetch((const char *)(wt + ((size_t)b + 4) * Q8_PANEL_GROUP + 64 * j), _MM_HINT_T0);
                 _mm_prefetch((const char *)(ws + (b + 4) * PANEL_ROWS), _MM_HINT_T0);
                 _mm_prefetch((const char *)(wc + (b + 4) * PANEL_ROWS), _MM_HINT_T0);
-            } else if (t0 + 8 >= T && T <= FEW_TOKENS) { /* the last pass: the next panel's group b */
+            } else if (next_panel_wanted(p, t0, 8)) { /* the last pass: the next panel's group b */
                 for (int j = 0; j < 8; j++) _mm_prefetch((const char *)(wt + ((size_t)nb + b) * Q8_PANEL_GROUP + 64 * j), _MM_HINT_T1);
                 _mm_prefetch((const char *)(ws + (nb + b) * PANEL_ROWS), _MM_HINT_T1);
                 _mm_prefetch((const char *)(wc + (nb + b) * PANEL_ROWS), _MM_HINT_T1);
@@ -384,7 +384,7 @@ static void rows16_avx2(const QuantProduct *p, int panel, int t0, int tokens) {
             for (int j = 0; j < 8; j++) _mm_prefetch((const char *)(wt + ((size_t)b + 1) * Q8_PANEL_GROUP + 64 * j), _MM_HINT_T0);
         else if (t0 == 0) /* a panel's first pass with several tokens: the group 4 ahead (2 KB) */
             for (int j = 0; j < 8; j++) _mm_prefetch((const char *)(wt + ((size_t)b + 4) * Q8_PANEL_GROUP + 64 * j), _MM_HINT_T0);
-        else if (t0 + tokens >= p->T && p->T <= FEW_TOKENS) /* the last pass: the next panel's group b */
+        else if (next_panel_wanted(p, t0, tokens)) /* the last pass: the next panel's group b */
             for (int j = 0; j < 8; j++) _mm_prefetch((const char *)(wt + ((size_t)nb + b) * Q8_PANEL_GROUP + 64 * j), _MM_HINT_T1);
         for (int j = 0; j < 8; j++) {
             const int8_t *line = wt + ((size_t)b * 8 + j) * 64;

@@ -220,6 +220,13 @@ static inline __attribute__((always_inline)) void for_each_panel(const QuantProd
     else SPLIT_FOR(1, schedule(dynamic, 1), (panel = 0; panel < panels; panel++), { prefill_panel(p, panel); });
 }
 
+/* Whether a prefill kernel's pass over tokens t0..t0+tokens-1 is its last over a panel of a
+ * product split evenly (2 to FEW_TOKENS tokens), so that it asks for the next panel's lines:
+ * the next panel is then this thread's own. */
+static inline int next_panel_wanted(const QuantProduct *p, int t0, int tokens) {
+    return p->T > 1 && p->T <= FEW_TOKENS && t0 + tokens >= p->T;
+}
+
 #if defined(__AVX2__)
 /* The sums of rows r0..r0+15 for tokens t0..t0+tokens-1, rows 0-7 in lo[t] and 8-15 in hi[t],
  * plus the bias, into the output; rows past the bottom of W are not stored. */

@@ -58,15 +58,23 @@ static float ref_gelu_erf(float x) {
     return (0.5f * x) * (1.0f + copysignf(1.0f - erfc, z));
 }
 
-/* the sum: 16 partial sums, partial l over i = l (mod 16) in order, then the fixed tree */
-static void ref_softmax(float *x, int n) {
-    float max = x[0], p[16] = {0};
-    for (int i = 1; i < n; i++) if (x[i] > max) max = x[i];
-    for (int i = 0; i < n; i++) x[i] = ref_exp(x[i] - max);
-    for (int i = 0; i < n; i++) p[i % 16] += x[i];
+/* Sums of a row as kernels/simd.h defines them (the norms', the softmax's), written out: 16
+ * partial sums, partial l over i = l (mod 16) in order, then the fixed tree; of the values, or
+ * (squares) of (x_i - c)^2. */
+static float sum16_by_definition(const float *x, int n, float c, int squares) {
+    float p[16] = {0};
+    for (int i = 0; i < n; i++) p[i % 16] += squares ? (x[i] - c) * (x[i] - c) : x[i];
     for (int half = 8; half >= 1; half /= 2)
         for (int i = 0; i < half; i++) p[i] += p[i + half];
-    for (int i = 0; i < n; i++) x[i] /= p[0];
+    return p[0];
+}
+
+static void ref_softmax(float *x, int n) {
+    float max = x[0];
+    for (int i = 1; i < n; i++) if (x[i] > max) max = x[i];
+    for (int i = 0; i < n; i++) x[i] = ref_exp(x[i] - max);
+    float sum = sum16_by_definition(x, n, 0.0f, 0);
+    for (int i = 0; i < n; i++) x[i] /= sum;
 }
 
 /* decode: 64 partial sums over k = l (mod 64), a fixed tree, then the bias */
@@ -703,18 +711,10 @@ static void check_quantize(void) {
     if (!ok) failures++;
 }
 
-/* The norms' sums (kernels/ops.h) against their definition written out here in scalar code: 16
+/* The norms' sums (kernels/ops.h) against their definition written out in scalar code (sum16_by_definition): 16
  * partial sums in order, then the fixed tree; widths with and without a part block at the end,
  * values of mixed magnitudes so that another order gives other bits. Then layernorm and rmsnorm
  * value by value from those sums. */
-static float sum16_by_definition(const float *x, int n, float c, int squares) {
-    float p[16] = {0};
-    for (int i = 0; i < n; i++) p[i % 16] += squares ? (x[i] - c) * (x[i] - c) : x[i];
-    for (int half = 8; half >= 1; half /= 2)
-        for (int i = 0; i < half; i++) p[i] += p[i + half];
-    return p[0];
-}
-
 static void check_norm_sums(void) {
     enum { N = 1000 };
     static float x[N], w[N], b[N], out[N];
