@@ -37,6 +37,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/ops.h"
+#include "kernels/simd.h"
+
 /* A token that may be sampled: its scaled logit z and, once it is kept, its weight. */
 typedef struct {
     double z, w;
@@ -102,10 +105,28 @@ static void repeat_penalty(Sampler *s, float *logits, int n, const uint32_t *rec
     for (long i = 0; i < n_recent; i++) if (recent[i] < (uint32_t)n) s->seen[recent[i]] = 0;
 }
 
+/* The passes over the whole vocabulary below (50,257 logits for GPT-2) look at VW logits at
+ * once and step in only where a lane qualifies: as scalar loops they were 4.5% of a --samples
+ * 16 run (GPT-2 124M q8_0, -k 40, AMD Zen 4), mostly the maximum's chain of dependent
+ * comparisons and the candidates' filter. Each finds what its scalar loop finds. */
+
+/* The first index i >= from of x[0..n) with x[i] >= t, or n. */
+static int first_at_least(const float *x, int from, int n, float t) {
+    int i = from;
+    for (; i + VW <= n; i += VW) {
+        unsigned lanes = vf_lanes_at_least(vf_load(x + i), t);
+        if (lanes) return i + __builtin_ctz(lanes);
+    }
+    for (; i < n; i++) if (x[i] >= t) return i;
+    return n;
+}
+
+/* The index `best = 0; best = i if x[i] > x[best]` finds: the first that holds the largest
+ * value (max_of(): a NaN after x[0] is passed over; x[0] NaN gives 0). A value equal to the
+ * largest one is one >= it, for every x[i] that is not NaN is <= it. */
 static int argmax(const float *x, int n) {
-    int best = 0;
-    for (int i = 1; i < n; i++) if (x[i] > x[best]) best = i;
-    return best;
+    float max = max_of(x, n);
+    return max != max ? 0 : first_at_least(x, 0, n, max);
 }
 
 /* The k-th largest of x[0..n) (1 <= k <= n), counting repeats: the smallest of the k largest
@@ -121,6 +142,10 @@ static float kth_largest(const float *x, int n, int k, float *heap) {
         heap[c] = x[i];
     }
     for (int i = k; i < n; i++) {
+        /* VW values none of which beats the smallest kept are passed over together (the
+         * smallest kept only grows, so none of them would have entered) */
+        while (i + VW <= n && !vf_lanes_above(vf_load(x + i), heap[0])) i += VW;
+        if (i == n) break;
         if (!(x[i] > heap[0])) continue;
         int c = 0; /* x[i] replaces the smallest and sifts down */
         for (;;) {
@@ -153,7 +178,7 @@ static int by_id(const void *a, const void *b) {
 /* The next token from logits (n = the real vocabulary), by the procedure above. */
 static int sample(Sampler *s, const float *logits, int n) {
     if (s->temperature == 0.0) return argmax(logits, n);
-    double temperature = s->temperature, max = logits[argmax(logits, n)] / temperature, mass = 0.0;
+    double temperature = s->temperature, max = max_of(logits, n) / temperature, mass = 0.0;
     Candidate *cand = s->candidates;
     double *w = s->weights;
     int n_cand = 0, top_k = s->top_k > 0 && s->top_k < n;
@@ -162,8 +187,8 @@ static int sample(Sampler *s, const float *logits, int n) {
          * keeps its order in double precision (distinct floats differ by at least 2^-24 of their
          * size, far more than a double's rounding), so the cutoff is taken on the logits. */
         float cutoff = kth_largest(logits, n, s->top_k, s->scratch);
-        for (int i = 0; i < n; i++)
-            if (logits[i] >= cutoff) cand[n_cand++] = (Candidate){.z = logits[i] / temperature, .id = i};
+        for (int i = first_at_least(logits, 0, n, cutoff); i < n; i = first_at_least(logits, i + 1, n, cutoff))
+            cand[n_cand++] = (Candidate){.z = logits[i] / temperature, .id = i};
     } else {
         for (int i = 0; i < n; i++) {
             w[i] = exp(logits[i] / temperature - max);

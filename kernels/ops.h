@@ -70,9 +70,8 @@ static inline void divide_by(float *x, int n, float sum) {
 }
 /* The largest of n values (n >= 1), as `max = x_0; max = x_i if x_i > max` does it: the same
  * number in any order, so VW lanes at a time (each lane starting from x_0), then the lanes
- * and what is left one by one. A NaN after x_0 is passed over, as by that loop, except on
- * NEON, whose max keeps a NaN; there the softmax of such a row is all NaN either way (vf_exp's
- * clamp keeps the NaN too, where x86 and C clamp it to -87). */
+ * and what is left one by one. A NaN after x_0 is passed over, as by that loop (vf_max keeps
+ * its second operand); x_0 NaN gives NaN. */
 static inline float max_of(const float *x, int n) {
     vf lanes = vf_set1(x[0]);
     int i = 0;

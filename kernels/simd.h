@@ -66,7 +66,9 @@ static inline int round_up16(int n) { return (n + 15) / 16 * 16; }
 /* ---- a vector of VW floats: the one place that differs between instruction sets ---------
  * exp, GELU, softmax, attention and the decode dot product are written once with these; each
  * operation is the same IEEE operation on every path, lane by lane. vf_reduce sums a vector's
- * lanes as a fixed tree: lane i + lane i + VW/2 for i < VW/2, then the same on what is left. */
+ * lanes as a fixed tree: lane i + lane i + VW/2 for i < VW/2, then the same on what is left.
+ * vf_max(a, b) is a > b ? a : b (b when either is NaN); vf_lanes_above(a, t) and
+ * vf_lanes_at_least(a, t) have bit l set when lane l of a is > t (>= t), never for a NaN. */
 
 #if defined(__AVX512F__)
 #define VW 16
@@ -96,6 +98,8 @@ static inline vf vf_copysign(vf mag, vf sign) { /* mag's magnitude with sign's s
     return _mm512_castsi512_ps(_mm512_or_si512(_mm512_andnot_si512(m, _mm512_castps_si512(mag)),
                                                _mm512_and_si512(m, _mm512_castps_si512(sign))));
 }
+static inline unsigned vf_lanes_above(vf a, float t) { return _mm512_cmp_ps_mask(a, _mm512_set1_ps(t), _CMP_GT_OQ); }
+static inline unsigned vf_lanes_at_least(vf a, float t) { return _mm512_cmp_ps_mask(a, _mm512_set1_ps(t), _CMP_GE_OQ); }
 #elif defined(__AVX2__) && defined(__FMA__)
 #define VW 8
 typedef __m256 vf;
@@ -122,6 +126,12 @@ static inline vf vf_copysign(vf mag, vf sign) {
     __m256 s = _mm256_set1_ps(-0.0f);
     return _mm256_or_ps(_mm256_andnot_ps(s, mag), _mm256_and_ps(s, sign));
 }
+static inline unsigned vf_lanes_above(vf a, float t) {
+    return (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(a, _mm256_set1_ps(t), _CMP_GT_OQ));
+}
+static inline unsigned vf_lanes_at_least(vf a, float t) {
+    return (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(a, _mm256_set1_ps(t), _CMP_GE_OQ));
+}
 #elif defined(__ARM_NEON)
 #define VW 4
 typedef float32x4_t vf;
@@ -131,7 +141,8 @@ static inline vf vf_set1(float x) { return vdupq_n_f32(x); }
 static inline vf vf_add(vf a, vf b) { return vaddq_f32(a, b); }
 static inline vf vf_mul(vf a, vf b) { return vmulq_f32(a, b); }
 static inline vf vf_div(vf a, vf b) { return vdivq_f32(a, b); }
-static inline vf vf_max(vf a, vf b) { return vmaxq_f32(a, b); }
+/* a > b ? a : b, as x86's max (b when either is NaN); NEON's own max would return the NaN */
+static inline vf vf_max(vf a, vf b) { return vbslq_f32(vcgtq_f32(a, b), a, b); }
 static inline vf vf_min(vf a, vf b) { return vminq_f32(a, b); }
 static inline vf vf_fma(vf a, vf b, vf c) { return vfmaq_f32(c, a, b); }
 static inline vf vf_round(vf a) { return vrndnq_f32(a); }
@@ -145,6 +156,12 @@ static inline float vf_reduce(vf v) { /* lane i + lane i+2, then i+1 */
 static inline vf vf_copysign(vf mag, vf sign) {
     return vbslq_f32(vdupq_n_u32(0x80000000u), sign, mag);
 }
+static inline unsigned vf_lanes_of(uint32x4_t set) { /* lane l's all-ones or zero as bit l */
+    const uint32x4_t bit = {1, 2, 4, 8};
+    return vaddvq_u32(vandq_u32(set, bit));
+}
+static inline unsigned vf_lanes_above(vf a, float t) { return vf_lanes_of(vcgtq_f32(a, vdupq_n_f32(t))); }
+static inline unsigned vf_lanes_at_least(vf a, float t) { return vf_lanes_of(vcgeq_f32(a, vdupq_n_f32(t))); }
 #else /* portable C: a "vector" of one float */
 #define VW 1
 typedef float vf;
@@ -167,6 +184,8 @@ static inline vf vf_pow2(vf k) {
 static inline vf vf_abs(vf a) { return fabsf(a); }
 static inline float vf_reduce(vf v) { return v; }
 static inline vf vf_copysign(vf mag, vf sign) { return copysignf(mag, sign); }
+static inline unsigned vf_lanes_above(vf a, float t) { return a > t; }
+static inline unsigned vf_lanes_at_least(vf a, float t) { return a >= t; }
 #endif
 
 /* ONE_LOAD(v): v, just loaded, is used from a register; the compiler may not fold its load into

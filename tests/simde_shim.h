@@ -176,6 +176,8 @@ static inline simde__m512 shim_mm512_cvtph_ps(__m256i a) {
 #define _mm512_loadu_ps simde_mm512_loadu_ps
 #undef _mm512_loadu_si512
 #define _mm512_loadu_si512 simde_mm512_loadu_si512
+#undef _mm512_cmp_ps_mask
+#define _mm512_cmp_ps_mask simde_mm512_cmp_ps_mask
 #undef _mm512_mask_max_ps
 #define _mm512_mask_max_ps simde_mm512_mask_max_ps
 #undef _mm512_mask_mov_ps

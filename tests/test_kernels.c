@@ -674,6 +674,39 @@ static void check_kth_largest(void) {
     if (!ok) failures++;
 }
 
+/* argmax (VW logits at a time) against its definition written out, `best = 0; best = i if
+ * x[i] > x[best]`, and top-k's candidate filter (first_at_least) against a scan of x[i] >= t:
+ * lengths 1 to 70 (whole vectors and tails), values with many ties, NaN at the start, inside
+ * and throughout, -0 beside +0, infinities. */
+static void check_argmax(void) {
+    enum { N = 70 };
+    float x[N];
+    uint64_t seed = 777;
+    int ok = 1, cases = 0;
+    for (int n = 1; n <= N; n++)
+        for (int kind = 0; kind < 6; kind++) {
+            for (int i = 0; i < n; i++) {
+                float r = (float)(int)(rng_uniform(&seed) * 7) - 3.0f; /* -3..3, ties everywhere */
+                x[i] = kind == 1 && i % 5 == 2 ? NAN : kind == 2 && i == 0 ? NAN : kind == 3 ? (i % 2 ? 0.0f : -0.0f)
+                     : kind == 4 && i == n / 2 ? INFINITY : kind == 5 ? NAN : r;
+            }
+            int best = 0;
+            for (int i = 1; i < n; i++) if (x[i] > x[best]) best = i;
+            ok &= argmax(x, n) == best;
+            for (int from = 0; from < n; from += 3) {
+                float t = (float)(int)(rng_uniform(&seed) * 9) - 4.0f;
+                int want = from;
+                while (want < n && !(x[want] >= t)) want++;
+                ok &= first_at_least(x, from, n, t) == want;
+            }
+            cases++;
+        }
+    checks++;
+    printf("%s argmax and first_at_least equal their scalar loops (%d arrays: ties, NaN, -0, inf)\n",
+           ok ? "ok" : "not ok", cases);
+    if (!ok) failures++;
+}
+
 /* quantize_q8 (a vector loop on x86 and aarch64) against the definition: by hand, a group
  * whose max|x| is 127 (scale 1, so each quant is x rounded half to even, NaN 0), then the
  * portable quantize_group bit for bit on groups of random values mixed with NaN, infinities,
@@ -754,6 +787,7 @@ int main(void) {
     check_team();
     check_repeat_penalty();
     check_kth_largest();
+    check_argmax();
 
     /* softmax([4.0, -1.0, 2.1]) = exp(x) / sum exp(x): 54.598, 0.368, 8.166 over 63.132 */
     float a[3] = {4.0f, -1.0f, 2.1f};
