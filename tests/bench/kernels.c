@@ -83,7 +83,9 @@ int main(int argc, char **argv) {
     int8_t *q8 = NULL;
     uint8_t *q4 = NULL;
     if (type == WT_F32) {
-        f = malloc(values * sizeof(float));
+        /* aligned as run's file mapping places a tensor (model.h: TENSOR_ALIGN); malloc's 16
+         * bytes would split a vector load in four across two cache lines */
+        if (posix_memalign((void **)&f, TENSOR_ALIGN, values * sizeof(float))) die("out of memory");
         for (size_t i = 0; i < values; i++) f[i] = next_value();
         m.f32 = f;
     } else {
@@ -102,7 +104,7 @@ int main(int argc, char **argv) {
     }
     Matrix *list[1] = {&m};
     size_t copy_bytes = prepare_weights(list, 1, NULL);
-    void *copy = copy_bytes ? malloc(copy_bytes) : NULL;
+    void *copy = copy_bytes ? malloc_or_die(copy_bytes, "the copy") : NULL; /* as run.c allocates it */
     if (copy) prepare_weights(list, 1, copy);
     /* what one product reads: float32 values, or the quants and one float scale per 32 (of the
      * copy's whole panels of 16 rows where there is a copy; not q8_0's group sums, which only
