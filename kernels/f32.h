@@ -55,7 +55,14 @@ static inline __attribute__((always_inline)) float dot_f32(const float *w, const
  * wait for memory, then compute. Tiles of 6 rows x 4 tokens (were 4 x 6) leave no token slot
  * empty for 4, 8 or 16 samples. tests/build/kernels f32 32768 2048 THREADS TOKENS (268 MB),
  * AMD Zen 4, GB/s of weights: 8 tokens 5.6 -> 11.2-11.5 with 1 thread, 10.6-11.0 -> 20.7-20.9
- * with 2; 16 tokens 4.4-4.5 -> 6.1-6.3, 8.4-8.7 -> 11.7-11.8. */
+ * with 2; 16 tokens 4.4-4.5 -> 6.1-6.3, 8.4-8.7 -> 11.7-11.8.
+ * rows_cached (the later tiles of tokens, whose rows the first one brought into cache): each
+ * weight vector is loaded once into a register (ONE_LOAD) instead of GCC folding its load into
+ * every fma (4 loads of each). For rows coming from memory the folded form is faster (a
+ * tile's first pass, and 4 samples, keep it: with ONE_LOAD there, 124M --samples 8 fell from
+ * 334-346 to 274-287 tok/s on AMD Zen 4); for rows in cache the loads are what limits the tile.
+ * 124M f32, 128 tokens, -t 0.8 -k 40, alternating runs on Zen 4: --samples 16 416 -> 470 tok/s
+ * (2 threads), 223 -> 250 (1 thread); 8 samples 361 -> 369; same bits. */
 #if defined(__AVX512F__) || defined(__ARM_NEON)
 #define F32_DECODE_ROWS 6 /* 24 accumulators, 6 weights and an input in 32 registers */
 #define F32_DECODE_TOKENS 4
@@ -63,8 +70,10 @@ static inline __attribute__((always_inline)) float dot_f32(const float *w, const
 #define F32_DECODE_ROWS 3 /* 12 accumulators, 3 weights and an input in AVX2's 16 registers */
 #define F32_DECODE_TOKENS 4
 #endif
-static inline void decode_tile_f32(float *out, int ld_out, const float *const *wrow, const float *const *xrow,
-                                   int n, const float *bias, int rows, int tokens, const float *next) {
+static inline __attribute__((always_inline)) void decode_tile_f32(float *out, int ld_out, const float *const *wrow,
+                                                                  const float *const *xrow, int n, const float *bias,
+                                                                  int rows, int tokens, const float *next,
+                                                                  int rows_cached) {
     vf part[F32_DECODE_ROWS][F32_DECODE_TOKENS][64 / VW];
     int whole = n / 64 * 64;
     float wp[F32_DECODE_ROWS][64], xp[F32_DECODE_TOKENS][64]; /* the part block at the end, zero-padded */
@@ -86,7 +95,10 @@ static inline void decode_tile_f32(float *out, int ld_out, const float *const *w
             vf wv[F32_DECODE_ROWS];
             if (next)
                 for (int r = 0; r < F32_DECODE_ROWS; r++) __builtin_prefetch(next + (size_t)r * n + k, 0, 2);
-            for (int r = 0; r < F32_DECODE_ROWS; r++) wv[r] = vf_load(wrow[r] + k);
+            for (int r = 0; r < F32_DECODE_ROWS; r++) {
+                wv[r] = vf_load(wrow[r] + k);
+                if (rows_cached) ONE_LOAD(wv[r]);
+            }
             for (int t = 0; t < F32_DECODE_TOKENS; t++) {
                 vf xv = vf_load(xrow[t] + k);
                 for (int r = 0; r < F32_DECODE_ROWS; r++) acc[r][t] = vf_fma(wv[r], xv, acc[r][t]);
@@ -294,8 +306,10 @@ static void f32_matmul(float *out, const float *x, const Matrix *w, const float 
             for (int t0 = 0; t0 < T; t0 += F32_DECODE_TOKENS) {
                 int tokens = min_int(F32_DECODE_TOKENS, T - t0);
                 for (int t = 0; t < F32_DECODE_TOKENS; t++) xrow[t] = x + (size_t)(t0 + min_int(t, tokens - 1)) * n;
-                decode_tile_f32(out + (size_t)t0 * d + r0, d, wrow, xrow, n, bias ? bias + r0 : NULL, rows, tokens,
-                                t0 == 0 ? next : NULL);
+                if (t0 == 0)
+                    decode_tile_f32(out + r0, d, wrow, xrow, n, bias ? bias + r0 : NULL, rows, tokens, next, 0);
+                else
+                    decode_tile_f32(out + (size_t)t0 * d + r0, d, wrow, xrow, n, bias ? bias + r0 : NULL, rows, tokens, NULL, 1);
             }
         });
         return;

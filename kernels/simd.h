@@ -190,9 +190,12 @@ static inline unsigned vf_lanes_at_least(vf a, float t) { return a >= t; }
 
 /* ONE_LOAD(v): v, just loaded, is used from a register; the compiler may not fold its load into
  * each instruction that uses v (each would then read memory again). An empty asm statement
- * that takes and gives v in a vector register (GCC and clang); nothing in other builds. */
-#if !defined(ONE_LOAD) && (defined(__GNUC__) || defined(__clang__))
+ * that takes and gives v in a vector register (GCC and clang: "v" on x86, "w" on AArch64);
+ * nothing in other builds. */
+#if !defined(ONE_LOAD) && (defined(__GNUC__) || defined(__clang__)) && defined(__AVX2__)
 #define ONE_LOAD(v) __asm__("" : "+v"(v))
+#elif !defined(ONE_LOAD) && (defined(__GNUC__) || defined(__clang__)) && defined(__aarch64__)
+#define ONE_LOAD(v) __asm__("" : "+w"(v))
 #elif !defined(ONE_LOAD)
 #define ONE_LOAD(v) (void)(v)
 #endif
