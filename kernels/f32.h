@@ -306,10 +306,12 @@ static void f32_matmul(float *out, const float *x, const Matrix *w, const float 
             for (int t0 = 0; t0 < T; t0 += F32_DECODE_TOKENS) {
                 int tokens = min_int(F32_DECODE_TOKENS, T - t0);
                 for (int t = 0; t < F32_DECODE_TOKENS; t++) xrow[t] = x + (size_t)(t0 + min_int(t, tokens - 1)) * n;
-                if (t0 == 0)
-                    decode_tile_f32(out + r0, d, wrow, xrow, n, bias ? bias + r0 : NULL, rows, tokens, next, 0);
-                else
-                    decode_tile_f32(out + (size_t)t0 * d + r0, d, wrow, xrow, n, bias ? bias + r0 : NULL, rows, tokens, NULL, 1);
+                float *o = out + (size_t)t0 * d + r0;
+                const float *b = bias ? bias + r0 : NULL;
+                /* the first tile of tokens reads the rows from memory; the others find them in
+                 * cache (rows_cached a constant in each call, so each loop is compiled for it) */
+                if (t0 == 0) decode_tile_f32(o, d, wrow, xrow, n, b, rows, tokens, next, 0);
+                else decode_tile_f32(o, d, wrow, xrow, n, b, rows, tokens, NULL, 1);
             }
         });
         return;
