@@ -11,7 +11,9 @@
  * The numbers are IEEE binary16 by default (kernels/f16.h: rounded to nearest even as they are
  * stored, read back exactly): half the memory of float32 and half the bytes each decode step
  * reads, for a change in the logits of the order of binary16's precision (2^-11 relative);
- * --cache f32 keeps float32.
+ * --cache f32 keeps float32. --cache q8_0 stores int8 quants and, per group of up to 32
+ * dimensions of a position's key or value, a float32 scale (kernels/attention.h): 1.125 bytes
+ * a number, and a change in perplexity as small as binary16's on the shipped model (README).
  *
  * Layout, per sequence, layer and key/value head (HeadAttention's, so that a vector holds 16
  * positions' keys at once):
@@ -20,6 +22,11 @@
  *           j % 16], ctx16 = n_ctx rounded up to 16;
  *   values  (n_ctx, hs16): position j's at [j * hs16], hs16 = head_size rounded up to 16, the
  *           padding zero.
+ * q8_0: keys in blocks of 16 positions too, but each position's dimensions in fours
+ * (kernels/attention.h's key_quad_index(), for integer dot products); after the quants of each
+ * head's keys (values), at scales_at bytes, their scales (ctx16 / 16, groups, 16): group g of
+ * position j at [key_index(groups, j, g)], groups = cache_groups(head_size) (keys and values
+ * alike; the scales of 16 positions' keys for a group then fill one vector).
  */
 #ifndef KV_CACHE_H
 #define KV_CACHE_H
@@ -33,21 +40,27 @@
 #include "kernels/attention.h"
 #include "kernels/f16.h"
 #include "kernels/parallel.h"
+#include "kernels/quant.h"
 #include "kernels/simd.h"
 
 typedef struct {
-    void *keys;    /* (n_seq, n_layer, n_kv_head, ctx16 / 16, head_size, 16) of uint16_t or float */
-    void *values;  /* (n_seq, n_layer, n_kv_head, n_ctx, hs16) of uint16_t or float */
+    void *keys;    /* (n_seq, n_layer, n_kv_head, ctx16 / 16, head_size, 16) of uint16_t, float or
+                      int8_t (then each head's scales) */
+    void *values;  /* (n_seq, n_layer, n_kv_head, n_ctx, hs16) of the same */
     CacheType type;
-    size_t number; /* bytes of one number: 2 (binary16) or 4 (float32) */
+    size_t number; /* bytes of one number: 1 (q8_0), 2 (binary16) or 4 (float32) */
+    size_t scales_at, head_bytes; /* a head's keys (values): q8_0's scales from scales_at, then the
+                                     next head's from head_bytes */
     int n_layer, n_kv_head, head_size, n_ctx;
-    int ctx16, hs16;
+    int ctx16, hs16, groups;
     int *prefix;   /* (n_seq) sequence s reads positions 0..prefix[s]-1 from sequence 0's cache
                       (samples sharing their prompt's), 0: none */
 } KVCache;
 
-static size_t cache_number_bytes(CacheType type) { return type == CACHE_F16 ? sizeof(uint16_t) : sizeof(float); }
-static const char *cache_type_name(CacheType type) { return type == CACHE_F16 ? "f16" : "f32"; }
+static size_t cache_number_bytes(CacheType type) {
+    return type == CACHE_F16 ? sizeof(uint16_t) : type == CACHE_Q8_0 ? sizeof(int8_t) : sizeof(float);
+}
+static const char *cache_type_name(CacheType type) { return type == CACHE_F16 ? "f16" : type == CACHE_Q8_0 ? "q8_0" : "f32"; }
 
 /* Where the T tokens of a forward() call are: consecutive positions pos, pos+1, ... of one
  * sequence (a prompt's block, or a decode step of a single run), or, with samples, the next
@@ -62,18 +75,28 @@ static Positions in_sequence(int seq, long pos) { return (Positions){(int)pos, s
 static int position_of(const Positions *at, int i) { return at->samples ? at->pos : at->pos + i; }
 static int sequence_of(const Positions *at, int i) { return at->samples ? at->samples[i] : at->seq; }
 
-/* Bytes of one sequence's keys (or values): per layer and key/value head, room for ctx16 x hs16
- * numbers, which holds ctx16 x head_size keys and n_ctx x hs16 values. As a double, for the memory
- * check before anything is allocated (dimensions up to the loader's bounds cannot overflow it). */
+/* Bytes of one head's keys (or values): room for ctx16 x hs16 numbers, which holds ctx16 x
+ * head_size keys and n_ctx x hs16 values, and with q8_0 their ctx16 x groups scales. As a
+ * double, for the memory check before anything is allocated (dimensions up to the loader's
+ * bounds cannot overflow it). */
+static double head_cache_bytes(int head_size, int n_ctx, CacheType type) {
+    double numbers = (double)round_up16(n_ctx) * round_up16(head_size) * (double)cache_number_bytes(type);
+    return numbers + (type == CACHE_Q8_0 ? (double)round_up16(n_ctx) * cache_groups(head_size) * sizeof(float) : 0.0);
+}
+
+/* Bytes of one sequence's keys (or values), every layer and key/value head. */
 static double kv_cache_bytes(int n_layer, int n_kv_head, int head_size, int n_ctx, CacheType type) {
-    return (double)n_layer * n_kv_head * round_up16(n_ctx) * round_up16(head_size) * (double)cache_number_bytes(type);
+    return (double)n_layer * n_kv_head * head_cache_bytes(head_size, n_ctx, type);
 }
 
 /* Zeroed caches for n_seq sequences, touched now (util.h) rather than in the first forward pass. */
 static void build_kv_cache(KVCache *kv, int n_layer, int n_kv_head, int head_size, int n_ctx, int n_seq,
                            CacheType type) {
     *kv = (KVCache){.type = type, .number = cache_number_bytes(type), .n_layer = n_layer, .n_kv_head = n_kv_head,
-                    .head_size = head_size, .n_ctx = n_ctx, .ctx16 = round_up16(n_ctx), .hs16 = round_up16(head_size)};
+                    .head_size = head_size, .n_ctx = n_ctx, .ctx16 = round_up16(n_ctx), .hs16 = round_up16(head_size),
+                    .groups = cache_groups(head_size)};
+    kv->scales_at = (size_t)kv->ctx16 * kv->hs16 * kv->number;
+    kv->head_bytes = (size_t)head_cache_bytes(head_size, n_ctx, type);
     double bytes = kv_cache_bytes(n_layer, n_kv_head, head_size, n_ctx, type) * n_seq;
     if (bytes > (double)(SIZE_MAX / 2)) die("model file: the key/value cache would need %.3g bytes", bytes);
     kv->keys = calloc_or_die((size_t)bytes, "key cache");
@@ -90,10 +113,24 @@ static void free_kv_cache(KVCache *kv) {
 
 /* Key/value head h's keys (or values) in layer l's cache of sequence seq: the byte offset. */
 static size_t head_offset(const KVCache *kv, int seq, int l, int h) {
-    return (((size_t)seq * kv->n_layer + l) * kv->n_kv_head + h) * (size_t)kv->ctx16 * kv->hs16 * kv->number;
+    return (((size_t)seq * kv->n_layer + l) * kv->n_kv_head + h) * kv->head_bytes;
 }
 static void *head_keys(const KVCache *kv, int seq, int l, int h) { return (char *)kv->keys + head_offset(kv, seq, l, h); }
 static void *head_values(const KVCache *kv, int seq, int l, int h) { return (char *)kv->values + head_offset(kv, seq, l, h); }
+
+/* q8_0: position pos's key (is_key) or value src into the head whose keys (values) start at
+ * head, quantized group by group: quants at [key_quad_index(head_size, pos, d)] (keys) or [pos *
+ * hs16 + d] (values), the scale of group g at [key_index(groups, pos, g)] of the head's scales. */
+static void cache_put_q8_0(const KVCache *kv, char *head, int pos, const float *src, int is_key) {
+    float *scales = (float *)(void *)(head + kv->scales_at);
+    for (int g = 0; g < kv->groups; g++) {
+        int8_t quants[CACHE_GROUP];
+        int d0 = g * CACHE_GROUP, m = min_int(CACHE_GROUP, kv->head_size - d0);
+        quantize_short_group(quants, &scales[key_index(kv->groups, pos, g)], src + d0, m);
+        for (int i = 0; i < m; i++)
+            head[is_key ? key_quad_index(kv->head_size, pos, d0 + i) : (size_t)pos * kv->hs16 + d0 + i] = (char)quants[i];
+    }
+}
 
 /* n floats into a cache's numbers at dst, every stride-th one (stride 1: consecutive). */
 static void cache_put(const KVCache *kv, void *dst, const float *src, int n, size_t stride) {
@@ -124,10 +161,22 @@ static void store_keys_values(const KVCache *kv, int l, const float *keys, const
             const float *key = keys + i * stride + h * hs, *value = values + i * stride + h * hs;
             /* the key into its block: dimension d at [key_index(hs, pos, d)], 16 apart; the
              * value at [pos * hs16] */
-            cache_put(kv, (char *)head_keys(kv, seq, l, h) + key_index(hs, pos, 0) * kv->number, key, hs, KEY_BLOCK);
-            cache_put(kv, (char *)head_values(kv, seq, l, h) + (size_t)pos * kv->hs16 * kv->number, value, hs, 1);
+            char *head_k = head_keys(kv, seq, l, h), *head_v = head_values(kv, seq, l, h);
+            if (kv->type == CACHE_Q8_0) {
+                cache_put_q8_0(kv, head_k, pos, key, 1);
+                cache_put_q8_0(kv, head_v, pos, value, 0);
+                continue;
+            }
+            cache_put(kv, head_k + key_index(hs, pos, 0) * kv->number, key, hs, KEY_BLOCK);
+            cache_put(kv, head_v + (size_t)pos * kv->hs16 * kv->number, value, hs, 1);
         }
     });
+}
+
+/* Where the block of keys starting at position j (a multiple of KEY_BLOCK) starts in a head's
+ * keys: the byte offset. */
+static size_t key_block_bytes(const KVCache *kv, int j) {
+    return kv->type == CACHE_Q8_0 ? key_quad_index(kv->head_size, j, 0) : key_index(kv->head_size, j, 0) * kv->number;
 }
 
 /* Sequence 0's cache of positions 0..n-1 (a prompt prefilled once for every sample) given to
@@ -140,14 +189,18 @@ static void share_prompt(const KVCache *kv, int to, long n) {
     kv->prefix[to] = shared;
     /* per head, the bytes from position `shared` on: the key blocks up to n's (the last one's
      * later positions too: attention never uses those before they are stored), the values up
-     * to n */
-    size_t keys_at = key_index(kv->head_size, shared, 0) * kv->number,
-           keys_bytes = key_index(kv->head_size, round_up16((int)n), 0) * kv->number - keys_at,
+     * to n; with q8_0 their scales, of the positions the keys' bytes hold */
+    size_t scales_from = kv->scales_at + key_index(kv->groups, shared, 0) * sizeof(float),
+           scales_bytes = (key_index(kv->groups, round_up16((int)n), 0) - key_index(kv->groups, shared, 0)) * sizeof(float);
+    size_t keys_at = key_block_bytes(kv, shared), keys_bytes = key_block_bytes(kv, round_up16((int)n)) - keys_at,
            values_at = (size_t)shared * kv->hs16 * kv->number, values_bytes = (size_t)(n - shared) * kv->hs16 * kv->number;
     for (int l = 0; l < kv->n_layer; l++)
         for (int h = 0; h < kv->n_kv_head; h++) {
             memcpy((char *)head_keys(kv, to, l, h) + keys_at, (char *)head_keys(kv, 0, l, h) + keys_at, keys_bytes);
             memcpy((char *)head_values(kv, to, l, h) + values_at, (char *)head_values(kv, 0, l, h) + values_at, values_bytes);
+            if (kv->type != CACHE_Q8_0) continue;
+            memcpy((char *)head_keys(kv, to, l, h) + scales_from, (char *)head_keys(kv, 0, l, h) + scales_from, scales_bytes);
+            memcpy((char *)head_values(kv, to, l, h) + scales_from, (char *)head_values(kv, 0, l, h) + scales_from, scales_bytes);
         }
 }
 
@@ -190,7 +243,7 @@ static void multi_head_attention(const KVCache *kv, int l, int n_head, int T, co
             b[g] = (HeadAttention){
                 .query = queries + (size_t)i * q_stride + h * hs, .query_stride = q_stride,
                 .keys = head_keys(kv, seq, l, h / group),
-                .values = head_values(kv, seq, l, h / group), .value_stride = kv->hs16, .cache = kv->type,
+                .values = head_values(kv, seq, l, h / group), .value_stride = kv->hs16, .cache = kv->type, .scales_at = kv->scales_at,
                 .prefix = kv->prefix[seq], .prefix_keys = head_keys(kv, 0, l, h / group),
                 .prefix_values = head_values(kv, 0, l, h / group),
                 .out = out + (size_t)i * out_stride + h * hs, .out_stride = out_stride,

@@ -1019,7 +1019,7 @@ int main(int argc, char **argv) {
 
     Transformer transformer;
     build_transformer(&transformer, o.model_path, o.mode ? 1 : (int)o.samples, o.ctx,
-                      o.cache_f32 ? CACHE_F32 : CACHE_F16);
+                      !o.cache || !strcmp(o.cache, "f16") ? CACHE_F16 : !strcmp(o.cache, "f32") ? CACHE_F32 : CACHE_Q8_0);
     const Config *c = &transformer.config;
     if (transformer.state.block > o.block) transformer.state.block = (int)o.block;
     transformer.tokenizer.parse_special = o.special;

@@ -1,7 +1,7 @@
 """Compare run.c with the PyTorch reference on the same weights.
 
 usage: compare.py SOURCE MODEL.bin [--prompt TEXT] [--steps N] [--seeds N] [--samples N] [--run PATH]
-                  [--tokenizer PATH] [--cache f16|f32]
+                  [--tokenizer PATH] [--cache f16|f32|q8_0]
 
 Reads SOURCE (any kind export.py reads) into the reference model and MODEL.bin (its export),
 then reports:
@@ -15,7 +15,8 @@ then reports:
   - with --samples N: N samples from one `run --samples N` (seeds 0..N-1, decoded together),
     each against the reference's generate() with its seed and against a run of its own.
 Both sides use the same key/value cache: binary16 (run's default; the reference rounds its keys
-and values the same way) or, with --cache f32, float32.
+and values the same way), with --cache f32 float32, with --cache q8_0 int8 quants with a scale
+per 32 dimensions (the reference quantizes them the same way).
 A q8_0 or q4_0 MODEL.bin is compared by its logits, against a bound on the quantization error
 (QUANTIZED_BOUND below), and its --samples against runs of their own only.
 Exit status 0 when everything agrees, 1 otherwise. Writes nothing but a temporary file.
@@ -36,7 +37,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from export import load_source  # noqa: E402
 from weight_file import ExportError, TokenizerData  # noqa: E402
-from model import GPT, Rng, generate, sample  # noqa: E402
+from model import CACHES, GPT, Rng, generate, sample  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_PROMPT = ("And it came to pass, when men began to multiply on the face of the earth, and "
@@ -134,29 +135,32 @@ class LogitReport:
 
 @torch.no_grad()
 def cache_allowance(model: GPT, ids: list[int]) -> float:
-    """What the logit tolerance grows by with the binary16 key/value cache (0 with float32): the
-    largest change that rounding keys and values to binary16 makes in the reference's logits on
-    ids. Why: run.c's and PyTorch's float32 keys and values differ in their last bits, so the few
+    """What the logit tolerance grows by with the binary16 or q8_0 key/value cache (0 with
+    float32): the largest change that rounding keys and values to that cache's numbers makes in
+    the reference's logits on ids. Why: run.c's and PyTorch's float32 keys and values differ in their last bits, so the few
     that lie next to a midpoint between two halves round one way in one program and the other way
     in the other, one binary16 step (2^-11 relative) apart: a change of the kind, and of a part of
     the size, that rounding them all makes (measured on the parity models: at most 7% of it).
+    q8_0 likewise: a quant next to a midpoint rounds the other way (one step, 1/127 of its
+    group's largest magnitude, where rounding moves every number by up to half a step).
     Whether run.c rounds at all is checked apart (tests/test_parity.py), since a run that did not
     would differ by about this much."""
-    if model.cache == "f32":
+    cache = model.cache
+    if cache == "f32":
         return 0.0
     idx = torch.tensor([ids[-model.config.n_ctx:]])
     rounded = model(idx)[0]
     try:
         exact = model.set_cache("f32")(idx)[0]
     finally:
-        model.set_cache("f16")
+        model.set_cache(cache)
     return float((rounded - exact).abs().max())
 
 
 @torch.no_grad()
 def compare_logits(model: GPT, ids: list[int], c: np.ndarray) -> LogitReport:
     """run.c's logits c at every position of ids against the reference's, within 1e-4 (1 +
-    max |logit|), plus cache_allowance() with the binary16 cache."""
+    max |logit|), plus cache_allowance() with a binary16 or q8_0 cache."""
     ref = model(torch.tensor([ids]))[0].numpy()
     diff = np.abs(ref - c).max(axis=1)
     max_logit = float(np.abs(ref).max())
@@ -170,7 +174,7 @@ def generation_agrees(model: GPT, tok: TokenizerData, ids: list[int], c_out: byt
     bytes, or the same up to a step where the choice is a tie within the logit tolerance. At the
     first step where the texts part, run.c's token must be the reference sampler's choice (same
     random draw) once that token's logit is raised by twice the tolerance 1e-4 (1 + max|logit|)
-    (plus cache_allowance() of the sequence so far, with the binary16 cache): the most favourable
+    (plus cache_allowance() of the sequence so far, with a binary16 or q8_0 cache): the most favourable
     change for it that logits within the tolerance allow. Two correct
     programs whose logits differ in the sixth decimal can part there; anything else cannot.
     options: generate()'s keep, repeat_penalty, repeat_last. Returns (agrees, what happened)."""
@@ -258,7 +262,7 @@ def main() -> int:
     ap.add_argument("--run", type=Path, default=REPO / "run", help="the run executable")
     ap.add_argument("--tokenizer", type=Path, default=None,
                     help="the tokenizer, for a SOURCE that carries none (a llama2.c checkpoint): as export.py's")
-    ap.add_argument("--cache", choices=("f16", "f32"), default="f16",
+    ap.add_argument("--cache", choices=CACHES, default="f16",
                     help="the key/value cache of both sides (run --cache; default f16, run's)")
     args = ap.parse_args()
     args.flags = ("--cache", args.cache)

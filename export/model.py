@@ -7,7 +7,7 @@ or RMSNorm), the positions (a table added to the embedding, or rotary positions 
 each head's query and key), the feed-forward layer (GELU MLP or SwiGLU) and the key/value heads
 (n_kv_head: as many as query heads, or fewer, shared). Biases are per kind of tensor.
 Like run.c, it rounds keys and values to binary16 as its key/value cache stores them, unless
-told `set_cache("f32")` (run's `--cache f32`; training does).
+told `set_cache("f32")` (run's `--cache f32`; training does) or `set_cache("q8_0")`.
 
 Reads nothing and writes nothing by itself; export.py, compare.py, train.py and the tests
 import it. Module names follow GPT-2 / nanoGPT (transformer.wte, h.N.attn.c_attn, ...), so
@@ -137,6 +137,24 @@ def make_norm(c: GPTConfig) -> nn.Module:
     return RMSNorm(c.n_embd, c.ln_eps) if c.norm == "rms" else LayerNorm(c.n_embd, c.has_bias(BIAS_NORM), c.ln_eps)
 
 
+CACHES = ("f16", "f32", "q8_0")  # run's --cache
+
+
+def q8_0_cache_round(x: torch.Tensor) -> torch.Tensor:
+    """Keys, values or queries [..., head_size] as run.c's q8_0 cache holds them: each group of 32
+    dimensions (the last one shorter when head_size is not a multiple of 32) quantized as
+    kernels/quant.h does, scale = max|x| / 127, quant = round_half_even(x * (127 / max|x|)), all
+    in float32; returned as quant * scale, the number each quant stands for."""
+    out = torch.empty_like(x)
+    for d0 in range(0, x.shape[-1], 32):
+        group = x[..., d0:d0 + 32]
+        amax = group.abs().amax(dim=-1, keepdim=True)
+        inv = torch.where(amax > 0, torch.tensor(127.0) / amax, torch.zeros_like(amax))
+        quant = torch.round((group * inv).clamp(-127.0, 127.0))
+        out[..., d0:d0 + 32] = quant * (amax / 127.0)
+    return out
+
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, c: GPTConfig):
         super().__init__()
@@ -163,8 +181,14 @@ class CausalSelfAttention(nn.Module):
         if self.cache == "f16":  # run.c's binary16 cache: keys and values rounded to nearest even
             key, value = key.half().float(), value.half().float()
         group = self.n_head // self.n_kv_head  # query head h reads key/value head h // group
-        key, value = key.repeat_interleave(group, dim=1), value.repeat_interleave(group, dim=1)
-        scores = (query @ key.transpose(-2, -1)) * (1.0 / math.sqrt(hs))  # [B, n_head, T, T]
+        if self.cache == "q8_0":  # run.c's q8_0 cache: int8 quants, a scale per 32 dimensions,
+            key, value = q8_0_cache_round(key), q8_0_cache_round(value)  # and the query quantized alike
+            key, value = key.repeat_interleave(group, dim=1), value.repeat_interleave(group, dim=1)
+            scale = torch.tensor(1.0) / torch.tensor(float(hs)).sqrt()  # in float32, as run.c's 1.0f / sqrtf(hs)
+            scores = q8_0_cache_round(query * scale) @ key.transpose(-2, -1)  # [B, n_head, T, T]
+        else:
+            key, value = key.repeat_interleave(group, dim=1), value.repeat_interleave(group, dim=1)
+            scores = (query @ key.transpose(-2, -1)) * (1.0 / math.sqrt(hs))  # [B, n_head, T, T]
         scores = scores.masked_fill(~self.mask[:, :, :T, :T], float("-inf"))
         att = F.softmax(scores, dim=-1)  # attention weights; masked positions get exactly 0
         if self.keep_att:
@@ -233,9 +257,10 @@ class GPT(nn.Module):
 
     def set_cache(self, cache: str) -> "GPT":
         """Compute as run.c does with that key/value cache: "f16" (its default, `--cache f16`:
-        every key and value rounded to IEEE binary16, nearest even) or "f32" (`--cache f32`, and
-        training). A new GPT starts with "f16"."""
-        assert cache in ("f16", "f32"), cache
+        every key and value rounded to IEEE binary16, nearest even), "q8_0" (`--cache q8_0`:
+        keys, values and each query, times 1/sqrt(head_size), through q8_0_cache_round) or "f32"
+        (`--cache f32`, and training). A new GPT starts with "f16"."""
+        assert cache in CACHES, cache
         for block in self.transformer.h:
             block.attn.cache = cache
         return self

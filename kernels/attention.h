@@ -3,20 +3,33 @@
  * (scores, softmax, weighted sum of values). kv_cache.h lays the cache out and splits the work
  * of a layer's heads between threads. The cache holds binary16 numbers (kernels/f16.h) or
  * float32 (--cache f32); either way they are read as float32 (a half converts exactly), so the
- * arithmetic below is the same for both. */
+ * arithmetic below is the same for both. With --cache q8_0 it holds int8 quants with a float32
+ * scale per group of dimensions; the query is quantized the same way, so that its products with
+ * the keys are integer dot products (q8_0_scores()), and the values are read as float32. */
 #ifndef KERNELS_ATTENTION_H
 #define KERNELS_ATTENTION_H
 
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "f16.h"
 #include "ops.h"
+#include "quant.h"
 #include "simd.h"
 
-/* The number format of the key/value cache: float32, or IEEE binary16 (the default; --cache). */
-typedef enum { CACHE_F32 = 0, CACHE_F16 = 1 } CacheType;
+/* The number format of the key/value cache: float32, IEEE binary16 (the default), or int8
+ * quants with a scale per group (--cache). */
+typedef enum { CACHE_F32 = 0, CACHE_F16 = 1, CACHE_Q8_0 = 2 } CacheType;
+
+/* q8_0: a position's key (or value) of one head is quantized in groups of CACHE_GROUP
+ * dimensions (the last one shorter when head_size is not a multiple of it) by quant.h's rule,
+ * scale = max |x| / 127, quant = x * (127 / max |x|) rounded to nearest even; the number a
+ * quant stands for is quant * scale. (llama.cpp's -ctk q8_0 groups by 32 too.) */
+#define CACHE_GROUP 32
+_Static_assert(CACHE_GROUP == QUANT_GROUP, "the cache's groups are quantized as activations are (quant.h)");
+static inline int cache_groups(int head_size) { return (head_size + CACHE_GROUP - 1) / CACHE_GROUP; }
 
 /* Causal attention of nq consecutive queries of one head, at positions pos..pos+nq-1: query i
  * weighs keys 0..pos+i by softmax(query . key / sqrt(head_size)) (later keys are masked: weight
@@ -33,7 +46,12 @@ typedef struct {
                             continue it. A multiple of PREFIX_STEP; only for one query (nq = 1). */
     const void *prefix_keys, *prefix_values;
     int value_stride;    /* round_up16(head_size) */
-    CacheType cache;     /* the numbers of keys and values: float or uint16_t (binary16) */
+    CacheType cache;     /* the numbers of keys and values: float, uint16_t (binary16) or int8_t
+                            (q8_0, keys in key_quad_index()'s layout) */
+    size_t scales_at;    /* q8_0: the scales of keys (values, and the prefix's) are floats this many
+                            bytes after keys (values...), laid out as keys with head_size
+                            cache_groups(head_size): group g of position j at [key_index(groups,
+                            j, g)] */
     float *out;          /* nq outputs of head_size floats, out_stride floats apart */
     int out_stride;
     int pos, nq, head_size;
@@ -51,13 +69,168 @@ static inline size_t key_index(int head_size, int j, int d) {
     return ((size_t)(j / KEY_BLOCK) * head_size + d) * KEY_BLOCK + j % KEY_BLOCK;
 }
 
+/* q8_0 keys: within each block of KEY_BLOCK positions, dimensions go in fours ("quads"), each
+ * position's four together: dimension d of position j at byte [((j / 16) * quads + d / 4) * 64
+ * + j % 16 * 4 + d % 4], quads = head_size / 4 rounded up (the padding zero). One 64-byte load
+ * then holds four dimensions of 16 positions, what an integer dot-product instruction (VNNI's
+ * dpbusd, ARM's sdot) multiplies by a query's four quants in every 32-bit lane. */
+static inline int key_quads(int head_size) { return (head_size + 3) / 4; }
+static inline size_t key_quad_index(int head_size, int j, int d) {
+    return (((size_t)(j / KEY_BLOCK) * key_quads(head_size) + d / 4) * KEY_BLOCK + j % KEY_BLOCK) * 4 + d % 4;
+}
+
 /* A shared prefix ends at a multiple of four blocks: the scores' four vectors of positions
  * never straddle its end, whatever the vector width. */
 #define PREFIX_STEP (4 * KEY_BLOCK)
 
-/* VW cached numbers from number i of a head's keys or values, as floats. */
+/* VW cached numbers from number i of a head's keys or values, as floats (q8_0: its values'
+ * quants, not yet scaled). */
 static inline vf load_cached(const void *head, size_t i, CacheType cache) {
-    return cache == CACHE_F16 ? vf_load_f16((const uint16_t *)head + i) : vf_load((const float *)head + i);
+    return cache == CACHE_F16    ? vf_load_f16((const uint16_t *)head + i)
+           : cache == CACHE_Q8_0 ? vf_load_i8((const int8_t *)head + i)
+                                 : vf_load((const float *)head + i);
+}
+
+/* q8_0: the scales of a head's keys or values (HeadAttention.scales_at). */
+static inline const float *cached_scales(const void *head, size_t scales_at) {
+    return (const float *)(const void *)((const char *)head + scales_at);
+}
+
+/* What position j's value is multiplied by in dimensions dim.. (VW of them, in one group): its
+ * attention weight w, times with q8_0 the value's scale for the group. */
+static inline float value_weight(float w, const void *values, size_t scales_at, int groups, int j, int dim,
+                                 CacheType cache) {
+    return cache == CACHE_Q8_0 ? w * cached_scales(values, scales_at)[key_index(groups, j, dim / CACHE_GROUP)] : w;
+}
+
+/* ---- q8_0: a query's scores as integer dot products ------------------------------------- */
+
+/* The dot products of one group's query quants q (quads of four, from the group's first
+ * dimension) with the same dimensions of the keys of nb blocks (nb <= 4) of KEY_BLOCK
+ * positions: keys points at the group's first quad in the first block, the others block_bytes
+ * apart; dots[b * 16 + i] = the sum over the group's dimensions of key quant x query quant for
+ * position i of block b, an exact integer on every path (at most 32 x 127 x 127 in size). qsum:
+ * the sum of the group's query quants (VNNI multiplies unsigned bytes by signed ones: the keys
+ * go in as quant + 128, and 128 x qsum comes off again). */
+static inline __attribute__((always_inline)) void key_dots(const int8_t *keys, size_t block_bytes, int nb,
+                                                           const int8_t *q, int quads, int32_t qsum, int32_t *dots) {
+#if defined(__AVX512VNNI__)
+    __m512i acc[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
+    const __m512i to_unsigned = _mm512_set1_epi8((char)0x80); /* quant ^ 0x80 = quant + 128 as a byte */
+    for (int c = 0; c < quads; c++) {
+        int32_t four;
+        memcpy(&four, q + 4 * c, sizeof four);
+        __m512i query = _mm512_set1_epi32(four);
+        for (int b = 0; b < nb; b++) {
+            __m512i key = _mm512_loadu_si512(keys + b * block_bytes + (size_t)c * 64);
+            acc[b] = _mm512_dpbusd_epi32(acc[b], _mm512_xor_si512(key, to_unsigned), query);
+        }
+    }
+    for (int b = 0; b < nb; b++) _mm512_storeu_si512(dots + 16 * b, _mm512_sub_epi32(acc[b], _mm512_set1_epi32(128 * qsum)));
+#elif defined(__AVXVNNI__)
+    __m256i acc[8];
+    const __m256i to_unsigned = _mm256_set1_epi8((char)0x80);
+    for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_si256();
+    for (int c = 0; c < quads; c++) {
+        int32_t four;
+        memcpy(&four, q + 4 * c, sizeof four);
+        __m256i query = _mm256_set1_epi32(four);
+        for (int b = 0; b < nb; b++)
+            for (int h = 0; h < 2; h++) { /* positions 0-7, 8-15 */
+                __m256i key = _mm256_loadu_si256((const __m256i *)(keys + b * block_bytes + (size_t)c * 64 + 32 * h));
+                acc[2 * b + h] = _mm256_dpbusd_avx_epi32(acc[2 * b + h], _mm256_xor_si256(key, to_unsigned), query);
+            }
+    }
+    for (int i = 0; i < 2 * nb; i++)
+        _mm256_storeu_si256((__m256i *)(dots + 8 * i), _mm256_sub_epi32(acc[i], _mm256_set1_epi32(128 * qsum)));
+#elif defined(__AVX2__)
+    /* maddubs multiplies unsigned bytes by signed ones into pairs summed as int16: |key| by the
+     * query quant carrying the key's sign, at most 2 x 127 x 127 per pair, which fits */
+    (void)qsum;
+    __m256i acc[8];
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_si256();
+    for (int c = 0; c < quads; c++) {
+        int32_t four;
+        memcpy(&four, q + 4 * c, sizeof four);
+        __m256i query = _mm256_set1_epi32(four);
+        for (int b = 0; b < nb; b++)
+            for (int h = 0; h < 2; h++) {
+                __m256i key = _mm256_loadu_si256((const __m256i *)(keys + b * block_bytes + (size_t)c * 64 + 32 * h));
+                __m256i pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(key), _mm256_sign_epi8(query, key));
+                acc[2 * b + h] = _mm256_add_epi32(acc[2 * b + h], _mm256_madd_epi16(pairs, ones));
+            }
+    }
+    for (int i = 0; i < 2 * nb; i++) _mm256_storeu_si256((__m256i *)(dots + 8 * i), acc[i]);
+#elif defined(__ARM_NEON) && defined(__ARM_FEATURE_DOTPROD)
+    (void)qsum;
+    int32x4_t acc[16];
+    for (int i = 0; i < 16; i++) acc[i] = vdupq_n_s32(0);
+    for (int c = 0; c < quads; c++) {
+        int32_t four;
+        memcpy(&four, q + 4 * c, sizeof four);
+        int8x16_t query = vreinterpretq_s8_s32(vdupq_n_s32(four));
+        for (int b = 0; b < nb; b++)
+            for (int h = 0; h < 4; h++) /* positions 4h..4h+3 */
+                acc[4 * b + h] = vdotq_s32(acc[4 * b + h], vld1q_s8(keys + b * block_bytes + (size_t)c * 64 + 16 * h), query);
+    }
+    for (int i = 0; i < 4 * nb; i++) vst1q_s32(dots + 4 * i, acc[i]);
+#else
+    (void)qsum;
+    for (int b = 0; b < nb; b++)
+        for (int i = 0; i < KEY_BLOCK; i++) {
+            int32_t sum = 0;
+            for (int c = 0; c < quads; c++)
+                for (int e = 0; e < 4; e++) sum += keys[b * block_bytes + (size_t)c * 64 + i * 4 + e] * q[4 * c + e];
+            dots[b * KEY_BLOCK + i] = sum;
+        }
+#endif
+}
+
+/* q8_0: the scores of G heads' queries qs (times 1/sqrt(head_size) already) for positions
+ * 0..n16-1 into att. Each query is quantized as the keys were (quant.h's rule, groups of
+ * CACHE_GROUP); then score_j = the fma chain over groups g of dot_jg * (key scale_jg * query
+ * scale_g), dot_jg the integer dot product of their quants (key_dots). Four blocks of keys at a
+ * time (four independent chains of dot products; a shared prefix ends at a multiple of four). */
+static inline void q8_0_scores(const HeadAttention *b, int G, float *const *qs, float *const *att, int n16) {
+    int hs = b[0].head_size, groups = cache_groups(hs), quads = key_quads(hs);
+    size_t block_bytes = (size_t)quads * 4 * KEY_BLOCK;
+    int8_t q[4 * quads];
+    float q_scale[groups];
+    int32_t q_sum[groups];
+    for (int g = 0; g < G; g++) {
+        memset(q, 0, sizeof q); /* the last quad's padding */
+        for (int k = 0; k < groups; k++) {
+            int d0 = k * CACHE_GROUP, m = min_int(CACHE_GROUP, hs - d0);
+            quantize_short_group(q + d0, &q_scale[k], qs[g] + d0, m);
+            q_sum[k] = 0;
+            for (int d = d0; d < d0 + m; d++) q_sum[k] += q[d];
+        }
+        for (int j = 0; j < n16; j += 4 * KEY_BLOCK) {
+            int nb = min_int(4, (n16 - j) / KEY_BLOCK);
+            const int8_t *keys = (const int8_t *)(j < b[g].prefix ? b[g].prefix_keys : b[g].keys);
+            const float *key_scales = cached_scales(keys, b[g].scales_at);
+            vf s[4][KEY_BLOCK / VW];
+            for (int bl = 0; bl < 4; bl++)
+                for (int u = 0; u < KEY_BLOCK / VW; u++) s[bl][u] = vf_set1(0.0f);
+            for (int k = 0; k < groups; k++) {
+                int32_t dots[4 * KEY_BLOCK];
+                int c0 = k * CACHE_GROUP / 4, nc = min_int(CACHE_GROUP / 4, quads - c0);
+                const int8_t *at = keys + key_quad_index(hs, j, 4 * c0);
+                if (nb == 4) key_dots(at, block_bytes, 4, q + 4 * c0, nc, q_sum[k], dots); /* unrolled */
+                else key_dots(at, block_bytes, nb, q + 4 * c0, nc, q_sum[k], dots);
+                vf scale = vf_set1(q_scale[k]);
+                for (int bl = 0; bl < nb; bl++)
+                    for (int u = 0; u < KEY_BLOCK / VW; u++) {
+                        int pos = j + bl * KEY_BLOCK + u * VW;
+                        vf both = vf_mul(vf_load(key_scales + key_index(groups, pos, k)), scale);
+                        s[bl][u] = vf_fma(vf_from_i32(dots + bl * KEY_BLOCK + u * VW), both, s[bl][u]);
+                    }
+            }
+            for (int bl = 0; bl < nb; bl++)
+                for (int u = 0; u < KEY_BLOCK / VW; u++) vf_store(att[g] + j + bl * KEY_BLOCK + u * VW, s[bl][u]);
+        }
+    }
 }
 
 /* Prefill hands attention() tiles of up to QUERY_TILE consecutive queries of one head; each
@@ -89,6 +262,8 @@ static size_t attention_scratch_floats(int n_ctx, int head_size) {
 static inline __attribute__((always_inline)) void attend(const HeadAttention *b, int G, CacheType cache, int i,
                                                          float *const *att, float *const *qs) {
     int n = b[0].pos + i + 1, n16 = round_up16(n), hs = b[0].head_size, vs = b[0].value_stride, j, d = 0, g;
+    int groups = cache_groups(hs); /* q8_0 */
+    size_t scales_at = b[0].scales_at;
     float scale = 1.0f / sqrtf((float)hs);
     for (g = 0; g < G; g++) {
         const float *query = b[g].query + (size_t)i * b[g].query_stride;
@@ -98,7 +273,11 @@ static inline __attribute__((always_inline)) void attend(const HeadAttention *b,
      * or the next ones, the same for every j (a multiple of 4 VW, within a block when VW is 1) */
     size_t at1 = key_index(hs, VW, 0), at2 = key_index(hs, 2 * VW, 0), at3 = key_index(hs, 3 * VW, 0);
     const void *keys[MAX_HEADS_AT_ONCE], *values[MAX_HEADS_AT_ONCE]; /* of the positions at hand */
-    for (j = 0; j + 4 * VW <= n16; j += 4 * VW) {
+    if (cache == CACHE_Q8_0) {
+        q8_0_scores(b, G, qs, att, n16);
+        j = n16; /* the loops below are float's and binary16's */
+    } else j = 0;
+    for (; j + 4 * VW <= n16; j += 4 * VW) {
         size_t k = key_index(hs, j, 0);
         vf s[MAX_HEADS_AT_ONCE][4];
         for (g = 0; g < G; g++) {
@@ -146,21 +325,24 @@ static inline __attribute__((always_inline)) void attend(const HeadAttention *b,
                 for (j = from; j < to; j++) {
                     size_t v = (size_t)j * vs + d;
                     for (g = 0; g < G; g++) {
-                        vf weight = vf_set1(att[g][j]);
-                        acc[g][0] = vf_fma(weight, load_cached(values[g], v, cache), acc[g][0]);
-                        acc[g][1] = vf_fma(weight, load_cached(values[g], v + VW, cache), acc[g][1]);
-                        acc[g][2] = vf_fma(weight, load_cached(values[g], v + 2 * VW, cache), acc[g][2]);
-                        acc[g][3] = vf_fma(weight, load_cached(values[g], v + 3 * VW, cache), acc[g][3]);
+                        /* q8_0: d is a multiple of 4 VW, so vectors 0 and 1 are in d's group, 2
+                         * and 3 in that of d + 2 VW: the next group when VW is 16, else the same */
+                        float w = att[g][j], w0 = value_weight(w, values[g], scales_at, groups, j, d, cache),
+                              w2 = 4 * VW > CACHE_GROUP ? value_weight(w, values[g], scales_at, groups, j, d + 2 * VW, cache) : w0;
+                        vf first = vf_set1(w0), second = vf_set1(w2);
+                        acc[g][0] = vf_fma(first, load_cached(values[g], v, cache), acc[g][0]);
+                        acc[g][1] = vf_fma(first, load_cached(values[g], v + VW, cache), acc[g][1]);
+                        acc[g][2] = vf_fma(second, load_cached(values[g], v + 2 * VW, cache), acc[g][2]);
+                        acc[g][3] = vf_fma(second, load_cached(values[g], v + 3 * VW, cache), acc[g][3]);
                     }
                 }
             } else {
                 for (j = from; j < to; j++) {
                     size_t v = (size_t)j * vs + d;
-                    for (g = 0; g < G; g++) {
-                        vf weight = vf_set1(att[g][j]);
+                    for (g = 0; g < G; g++)
                         for (int u = 0; u < vectors; u++)
-                            acc[g][u] = vf_fma(weight, load_cached(values[g], v + u * VW, cache), acc[g][u]);
-                    }
+                            acc[g][u] = vf_fma(vf_set1(value_weight(att[g][j], values[g], scales_at, groups, j, d + u * VW, cache)),
+                                               load_cached(values[g], v + u * VW, cache), acc[g][u]);
                 }
             }
         }
@@ -182,6 +364,7 @@ static inline __attribute__((always_inline)) void attend(const HeadAttention *b,
 static inline __attribute__((always_inline)) void attend_cached(const HeadAttention *b, int G, int i, float *const *att,
                                                                 float *const *qs) {
     if (b[0].cache == CACHE_F16) attend(b, G, CACHE_F16, i, att, qs);
+    else if (b[0].cache == CACHE_Q8_0) attend(b, G, CACHE_Q8_0, i, att, qs);
     else attend(b, G, CACHE_F32, i, att, qs);
 }
 
@@ -277,7 +460,7 @@ static void attention_lanes16(const HeadAttention *b, int q0, float *scratch) {
  * give the same bits. */
 static void attention(const HeadAttention *b, float *scratch) {
 #if defined(__AVX512F__)
-    if (b->nq > 1 && b->head_size % 16 == 0 && b->prefix == 0) {
+    if (b->nq > 1 && b->head_size % 16 == 0 && b->prefix == 0 && b->cache != CACHE_Q8_0) {
         for (int q0 = 0; q0 < b->nq; q0 += 16) attention_lanes16(b, q0, scratch);
         return;
     }

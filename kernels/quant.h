@@ -32,22 +32,23 @@ _Static_assert(QUANT_GROUP == 32, "the quantized kernels assume groups of 32 val
 /* Quantize n values (n a multiple of QUANT_GROUP) to int8 with one scale per group: scale =
  * max|x| / 127, so quants stay in [-127, 127]; an all-zero group gets scale 0 and zero quants.
  * export.py quantizes q8_0 weights the same way, and the tests' reference quantizes
- * activations so.
- * Each group, in portable C: */
-static inline void quantize_group(int8_t *q, float *scale, const float *x) {
+ * activations so (and the q8_0 key/value cache its groups of up to 32, kv_cache.h).
+ * A group of n values, in portable C: */
+static inline void quantize_values(int8_t *q, float *scale, const float *x, int n) {
     float amax = 0.0f;
-    for (int i = 0; i < QUANT_GROUP; i++) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax; /* NaN: passed over */
+    for (int i = 0; i < n; i++) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax; /* NaN: passed over */
     float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
     *scale = amax / 127.0f;
     /* rintf rounds half to even, like numpy's rint; it inlines (no errno). A finite x gives
      * |x * inv| at most a rounding above 127, which rounds to 127 anyway; NaN (from a file
      * with NaN or infinite weights) becomes 0: no float-to-int conversion out of range. */
-    for (int i = 0; i < QUANT_GROUP; i++) {
+    for (int i = 0; i < n; i++) {
         float v = x[i] * inv;
         v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v == v ? v : 0.0f;
         q[i] = (int8_t)rintf(v);
     }
 }
+static inline void quantize_group(int8_t *q, float *scale, const float *x) { quantize_values(q, scale, x, QUANT_GROUP); }
 
 /* The same operations eight (x86) or four (ARM) values to a vector, each step exactly the
  * portable one: the maximum of |x| is the same number in any order (a NaN never wins: x86's
@@ -107,6 +108,18 @@ static inline void quantize_group_vector(int8_t *q, float *scale, const float *x
 }
 #define HAVE_QUANTIZE_GROUP_VECTOR 1
 #endif
+
+/* One group of n <= QUANT_GROUP values (the q8_0 key/value cache's groups: the last of a head
+ * may be shorter), by the vector code when the group is whole: the same bits either way. */
+static inline void quantize_short_group(int8_t *q, float *scale, const float *x, int n) {
+#ifdef HAVE_QUANTIZE_GROUP_VECTOR
+    if (n == QUANT_GROUP) {
+        quantize_group_vector(q, scale, x);
+        return;
+    }
+#endif
+    quantize_values(q, scale, x, n);
+}
 
 static inline void quantize_q8(int8_t *q, float *scale, const float *x, int n) {
     for (int b = 0; b < n / QUANT_GROUP; b++)

@@ -18,7 +18,11 @@
  *   softmax: e_j = exp(x_j - max x); sum of the e_j as the norms' sums below; x_j = e_j / sum.
  *   attention of a query q at position pos over keys k_j, values v_j, j <= pos: score_j = fma
  *     chain over d of (q_d * (1 / sqrt(head_size))) * k_jd; softmax; out_d = fma chain over j
- *     of weight_j * v_jd.
+ *     of weight_j * v_jd. With a q8_0 cache (quants k_jd, v_jd, scales ks_jg, vs_jg of groups g
+ *     of 32 dimensions): the query q_d * (1 / sqrt(head_size)) quantized as quant.h quantizes
+ *     activations (quants qq_d, scales qs_g, per group); score_j = fma chain over g of
+ *     dot_jg * (ks_jg * qs_g), dot_jg the exact integer sum over d in g of k_jd qq_d;
+ *     softmax; out_d = fma chain over j of (weight_j * vs_jg) * v_jd, g = d's group.
  *   float32 matrix-vector product (decode, of one token or of each of several samples): 64
  *     partial sums, partial l an fma chain over the k = l, l + 64, l + 128, ... in order; then
  *     p_i += p_{i+32} for i < 32, p_i += p_{i+16} for i < 16, and so on down to p_0 + p_1 (a
@@ -68,7 +72,8 @@ static inline int round_up16(int n) { return (n + 15) / 16 * 16; }
  * operation is the same IEEE operation on every path, lane by lane. vf_reduce sums a vector's
  * lanes as a fixed tree: lane i + lane i + VW/2 for i < VW/2, then the same on what is left.
  * vf_max(a, b) is a > b ? a : b (b when either is NaN); vf_lanes_above(a, t) and
- * vf_lanes_at_least(a, t) have bit l set when lane l of a is > t (>= t), never for a NaN. */
+ * vf_lanes_at_least(a, t) have bit l set when lane l of a is > t (>= t), never for a NaN;
+ * vf_load_i8 and vf_from_i32 convert VW int8 (int32) to floats, rounded to nearest even. */
 
 #if defined(__AVX512F__)
 #define VW 16
@@ -100,6 +105,10 @@ static inline vf vf_copysign(vf mag, vf sign) { /* mag's magnitude with sign's s
 }
 static inline unsigned vf_lanes_above(vf a, float t) { return _mm512_cmp_ps_mask(a, _mm512_set1_ps(t), _CMP_GT_OQ); }
 static inline unsigned vf_lanes_at_least(vf a, float t) { return _mm512_cmp_ps_mask(a, _mm512_set1_ps(t), _CMP_GE_OQ); }
+static inline vf vf_load_i8(const int8_t *p) { /* VW int8 -> floats (exact) */
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
+}
+static inline vf vf_from_i32(const int32_t *p) { return _mm512_cvtepi32_ps(_mm512_loadu_si512(p)); }
 #elif defined(__AVX2__) && defined(__FMA__)
 #define VW 8
 typedef __m256 vf;
@@ -132,6 +141,10 @@ static inline unsigned vf_lanes_above(vf a, float t) {
 static inline unsigned vf_lanes_at_least(vf a, float t) {
     return (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(a, _mm256_set1_ps(t), _CMP_GE_OQ));
 }
+static inline vf vf_load_i8(const int8_t *p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+}
+static inline vf vf_from_i32(const int32_t *p) { return _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)p)); }
 #elif defined(__ARM_NEON)
 #define VW 4
 typedef float32x4_t vf;
@@ -162,6 +175,13 @@ static inline unsigned vf_lanes_of(uint32x4_t set) { /* lane l's all-ones or zer
 }
 static inline unsigned vf_lanes_above(vf a, float t) { return vf_lanes_of(vcgtq_f32(a, vdupq_n_f32(t))); }
 static inline unsigned vf_lanes_at_least(vf a, float t) { return vf_lanes_of(vcgeq_f32(a, vdupq_n_f32(t))); }
+static inline vf vf_load_i8(const int8_t *p) {
+    int32_t four;
+    memcpy(&four, p, sizeof four);
+    int16x8_t wide = vmovl_s8(vreinterpret_s8_s32(vdup_n_s32(four)));
+    return vcvtq_f32_s32(vmovl_s16(vget_low_s16(wide)));
+}
+static inline vf vf_from_i32(const int32_t *p) { return vcvtq_f32_s32(vld1q_s32(p)); }
 #else /* portable C: a "vector" of one float */
 #define VW 1
 typedef float vf;
@@ -186,6 +206,8 @@ static inline float vf_reduce(vf v) { return v; }
 static inline vf vf_copysign(vf mag, vf sign) { return copysignf(mag, sign); }
 static inline unsigned vf_lanes_above(vf a, float t) { return a > t; }
 static inline unsigned vf_lanes_at_least(vf a, float t) { return a >= t; }
+static inline vf vf_load_i8(const int8_t *p) { return (float)*p; }
+static inline vf vf_from_i32(const int32_t *p) { return (float)*p; }
 #endif
 
 /* ONE_LOAD(v): v, just loaded, is used from a register; the compiler may not fold its load into

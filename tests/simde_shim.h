@@ -52,6 +52,15 @@ static inline simde__m512 shim_mm512_cvtepi32_ps(simde__m512i a) {
 }
 
 /* cvtps2dq: round to nearest even (the default MXCSR mode); NaN and out of range give INT32_MIN */
+/* vpmovsxbd: 16 int8 sign-extended to 32-bit lanes */
+static inline simde__m512i shim_mm512_cvtepi8_epi32(__m128i a) {
+    int8_t in[16];
+    shim_si out;
+    _mm_storeu_si128((__m128i *)in, a);
+    for (int i = 0; i < 16; i++) out.i[i] = in[i];
+    return out.v;
+}
+
 static inline simde__m512i shim_mm512_cvtps_epi32(simde__m512 a) {
     shim_ps in = {.v = a};
     shim_si out;
@@ -123,6 +132,8 @@ static inline simde__m512 shim_mm512_cvtph_ps(__m256i a) {
 
 #undef _mm512_cvtepi32_ps
 #define _mm512_cvtepi32_ps shim_mm512_cvtepi32_ps
+#undef _mm512_cvtepi8_epi32
+#define _mm512_cvtepi8_epi32 shim_mm512_cvtepi8_epi32
 #undef _mm512_srai_epi32
 #define _mm512_srai_epi32 shim_mm512_srai_epi32
 #undef _mm512_cvtps_epi32
@@ -220,6 +231,8 @@ static inline simde__m512 shim_mm512_cvtph_ps(__m256i a) {
 #define _mm512_storeu_ps simde_mm512_storeu_ps
 #undef _mm512_storeu_si512
 #define _mm512_storeu_si512 simde_mm512_storeu_si512
+#undef _mm512_xor_si512
+#define _mm512_xor_si512 simde_mm512_xor_si512
 #undef _mm512_sub_epi32
 #define _mm512_sub_epi32 simde_mm512_sub_epi32
 #undef _mm512_unpackhi_ps

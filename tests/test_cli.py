@@ -297,6 +297,7 @@ def test_info_describes_model() -> None:
     (["-s", "-1"], "seed"),
     (["-s", "99999999999999999999999"], "must be between 0 and 2^64-1"),
     (["--threads", "0"], "between"),
+    (["--cache", "q4_0"], "--cache needs f16, f32 or q8_0, got 'q4_0'"),
     (["-i", "a", "-f", "b"], "not both"),
     (["-f", "/nonexistent/prompt"], "cannot open file '/nonexistent/prompt'"),
     (["-f", "/tmp"], "is a directory"),

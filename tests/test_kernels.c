@@ -493,6 +493,120 @@ static void check_attention_f16(int pos, int nq, int hs) {
     free_attention_case(&a);
 }
 
+/* ---- the q8_0 key/value cache ----------------------------------------------------------- */
+
+/* A case's keys and values as a q8_0 cache holds them (quants, keys in key_quad_index()'s
+ * layout, then at scales_at their scales, laid out as kv_cache.h lays them), quantized here from
+ * the definition (groups of up to 32 dimensions, scale = max |x| / 127, quant = x * (127 /
+ * max |x|) rounded to nearest even, all in float32); the case's float copies are replaced by
+ * the numbers the quants stand for. */
+typedef struct {
+    int8_t *keys, *values;
+    size_t scales_at;
+} QuantCache;
+
+static void quantize_for_cache(int8_t *quants, float *scales, float *x, int n) {
+    float amax = 0.0f;
+    for (int i = 0; i < n; i++) amax = fmaxf(amax, fabsf(x[i]));
+    float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    *scales = amax / 127.0f;
+    for (int i = 0; i < n; i++) quants[i] = (int8_t)nearbyintf(x[i] * inv);
+}
+
+static QuantCache quant_cache(AttentionCase *a) {
+    int hs = a->block.head_size, n_keys = a->block.pos + a->block.nq, ks = round_up16(n_keys), vs = a->block.value_stride;
+    int groups = (hs + 31) / 32;
+    QuantCache c = {.scales_at = (size_t)ks * vs};
+    size_t bytes = c.scales_at + (size_t)ks * groups * sizeof(float);
+    c.keys = calloc(bytes, 1), c.values = calloc(bytes, 1);
+    float *key_scales = (float *)(void *)(c.keys + c.scales_at), *value_scales = (float *)(void *)(c.values + c.scales_at);
+    for (int j = 0; j < n_keys; j++)
+        for (int g = 0; g < groups; g++) {
+            int d0 = 32 * g, m = hs - d0 < 32 ? hs - d0 : 32;
+            float key[32], scale;
+            int8_t q[32];
+            for (int d = 0; d < m; d++) key[d] = a->keys[key_index(hs, j, d0 + d)];
+            quantize_for_cache(q, &scale, key, m);
+            key_scales[key_index(groups, j, g)] = scale;
+            for (int d = 0; d < m; d++) c.keys[key_quad_index(hs, j, d0 + d)] = q[d], a->keys[key_index(hs, j, d0 + d)] = q[d] * scale;
+            quantize_for_cache(q, &scale, a->v + (size_t)j * vs + d0, m);
+            value_scales[key_index(groups, j, g)] = scale;
+            for (int d = 0; d < m; d++) c.values[(size_t)j * vs + d0 + d] = q[d], a->v[(size_t)j * vs + d0 + d] = q[d] * scale;
+        }
+    return c;
+}
+
+/* attention() over a q8_0 cache against its definition (kernels/simd.h), computed here one
+ * float operation at a time: the query q_d * (1 / sqrt(hs)) quantized per group as the keys
+ * are; score_j = fma chain over groups g of dot_jg * (key scale_jg * query scale_g), dot_jg
+ * the integer sum of key quant x query quant over g's dimensions; softmax; out_d = fma chain
+ * over j of (weight_j * value scale_jg) * quant_jd. Bit for bit, outputs and weights; and
+ * within float rounding of attention in double over the numbers the quants stand for. */
+static void check_attention_q8(int pos, int nq, int hs) {
+    AttentionCase a = attention_case(pos, nq, hs);
+    QuantCache c = quant_cache(&a);
+    int n_keys = pos + nq, vs = a.block.value_stride, groups = (hs + 31) / 32;
+    const float *key_scales = (const float *)(const void *)(c.keys + c.scales_at),
+                *value_scales = (const float *)(const void *)(c.values + c.scales_at);
+    HeadAttention q8 = a.block;
+    q8.keys = c.keys, q8.values = c.values, q8.cache = CACHE_Q8_0, q8.scales_at = c.scales_at;
+    attention(&q8, a.scratch);
+    float *want = calloc((size_t)nq * hs, sizeof(float)), *want_weights = calloc((size_t)nq * n_keys, sizeof(float));
+    float *got_weights = calloc((size_t)nq * n_keys, sizeof(float)), scale = 1.0f / sqrtf((float)hs);
+    double worst = 0.0;
+    for (int i = 0; i < nq; i++) {
+        int keys = pos + i + 1;
+        float *att = want_weights + (size_t)i * n_keys, query[hs], q_scale[groups];
+        int8_t qq[hs];
+        for (int d = 0; d < hs; d++) query[d] = a.q[i * hs + d] * scale;
+        for (int g = 0; g < groups; g++) {
+            int d0 = 32 * g, m = hs - d0 < 32 ? hs - d0 : 32;
+            quantize_for_cache(qq + d0, &q_scale[g], query + d0, m);
+            for (int d = d0; d < d0 + m; d++) query[d] = qq[d] * q_scale[g]; /* for the double below */
+        }
+        for (int j = 0; j < keys; j++) {
+            float s = 0.0f;
+            for (int g = 0; g < groups; g++) {
+                int32_t dot = 0;
+                for (int d = 32 * g; d < hs && d < 32 * g + 32; d++) dot += qq[d] * c.keys[key_quad_index(hs, j, d)];
+                s = fmaf((float)dot, key_scales[key_index(groups, j, g)] * q_scale[g], s);
+            }
+            att[j] = s;
+        }
+        ref_softmax(att, keys);
+        for (int d = 0; d < hs; d++) {
+            float acc = 0.0f;
+            double exact = 0.0, weight_sum = 0.0, scores[keys], top = -INFINITY;
+            for (int j = 0; j < keys; j++)
+                acc = fmaf(att[j] * value_scales[key_index(groups, j, d / 32)], (float)c.values[(size_t)j * vs + d], acc);
+            want[i * hs + d] = acc;
+            /* the same attention in double over the dequantized numbers */
+            for (int j = 0; j < keys; j++) {
+                scores[j] = 0.0;
+                for (int e = 0; e < hs; e++) scores[j] += (double)query[e] * a.keys[key_index(hs, j, e)];
+                top = scores[j] > top ? scores[j] : top;
+            }
+            for (int j = 0; j < keys; j++) weight_sum += exp(scores[j] - top);
+            for (int j = 0; j < keys; j++) exact += exp(scores[j] - top) / weight_sum * a.v[(size_t)j * vs + d];
+            worst = fmax(worst, fabs(exact - acc));
+        }
+        memcpy(got_weights + (size_t)i * n_keys, a.weights + (size_t)i * n_keys, sizeof(float) * keys);
+    }
+    char what[120];
+    snprintf(what, sizeof what, "attention of %d queries from position %d, head size %d, q8_0 cache: outputs", nq, pos, hs);
+    expect_bits(what, a.out, want, (size_t)nq * hs);
+    expect_bits("  and its weights", got_weights, want_weights, (size_t)nq * n_keys);
+    /* outputs are averages of values in [-1, 1]: float32 rounding of the ~100 operations
+     * behind each stays far below 1e-4 */
+    checks++;
+    if (!(worst < 1e-4)) {
+        failures++;
+        printf("not ok %s: %.3g from attention in double over the dequantized cache\n", what, worst);
+    }
+    free(c.keys); free(c.values); free(want); free(want_weights); free(got_weights);
+    free_attention_case(&a);
+}
+
 /* attention_heads() of two heads of a decode step (one query each, at the same position;
  * interleaved by attend()) gives each head the bits of attention() of that head alone, which
  * check_attention_bits() holds to the arithmetic; for both cache types. The second head's
@@ -506,6 +620,15 @@ static void check_attention_pair(int pos, int hs, CacheType cache) {
     for (size_t i = 0; i < nv / 2; i++) { float t = c.v[i]; c.v[i] = c.v[nv - 1 - i]; c.v[nv - 1 - i] = t; }
     uint16_t *half[4] = {NULL};
     HeadAttention heads[2] = {a.block, c.block};
+    QuantCache quants[2] = {{0}};
+    if (cache == CACHE_Q8_0) { /* the same numbers quantized */
+        AttentionCase *cases[2] = {&a, &c};
+        for (int g = 0; g < 2; g++) {
+            quants[g] = quant_cache(cases[g]);
+            heads[g].keys = quants[g].keys, heads[g].values = quants[g].values, heads[g].cache = CACHE_Q8_0;
+            heads[g].scales_at = quants[g].scales_at;
+        }
+    }
     if (cache == CACHE_F16) { /* the same numbers as halves (and the float copies rounded to match) */
         AttentionCase *cases[2] = {&a, &c};
         for (int g = 0; g < 2; g++) {
@@ -527,11 +650,12 @@ static void check_attention_pair(int pos, int hs, CacheType cache) {
     for (int g = 0; g < 2; g++) {
         char what[160];
         snprintf(what, sizeof what, "two heads at once, position %d, head size %d, %s cache: head %d's outputs", pos, hs,
-                 cache == CACHE_F16 ? "binary16" : "float32", g);
+                 cache == CACHE_F16 ? "binary16" : cache == CACHE_Q8_0 ? "q8_0" : "float32", g);
         expect_bits(what, heads[g].out, want + g * hs, (size_t)hs);
         expect_bits("  and its weights", heads[g].weights, want_weights + g * n_keys, (size_t)n_keys);
     }
     for (int i = 0; i < 4; i++) free(half[i]);
+    for (int g = 0; g < 2; g++) free(quants[g].keys), free(quants[g].values);
     free(want); free(want_weights);
     free_attention_case(&a);
     free_attention_case(&c);
@@ -999,6 +1123,7 @@ int main(void) {
         check_attention(cases[i][0], cases[i][1], cases[i][2]);
         check_attention_bits(cases[i][0], cases[i][1], cases[i][2]);
         check_attention_f16(cases[i][0], cases[i][1], cases[i][2]);
+        check_attention_q8(cases[i][0], cases[i][1], cases[i][2]);
     }
     /* two heads of a decode step at once: before and past 64 keys, head sizes of one and of
      * several vectors, and one that ends in a part vector */
@@ -1006,6 +1131,7 @@ int main(void) {
     for (int i = 0; i < 5; i++) {
         check_attention_pair(pairs[i][0], pairs[i][1], CACHE_F32);
         check_attention_pair(pairs[i][0], pairs[i][1], CACHE_F16);
+        check_attention_pair(pairs[i][0], pairs[i][1], CACHE_Q8_0);
     }
     check_f16_by_hand();
     check_f16_conversions();

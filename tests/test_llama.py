@@ -173,15 +173,23 @@ def test_the_layouts_are_what_they_claim() -> None:
     assert not cfgs["llama2c_bin_v0"].tied_head
 
 
+@pytest.mark.parametrize("cache", ["f16", "q8_0"])
 @pytest.mark.parametrize("name", SOURCES)
-def test_logits_every_position(name: str) -> None:
+def test_logits_every_position(name: str, cache: str) -> None:
+    """With the default cache and the q8_0 one (grouped key/value heads, head sizes 32 and 64)."""
     model, tok, path, _, _ = built(name)
     ids = prompt_ids(name)
     prompt = tok.decode(ids)
-    for block in (1, 128, 24):
-        rep = compare_logits(model, ids, c_logits(RUN, path, prompt, model.config.vocab_size, block))
-        print(f"{name}, block {block}: max |logit diff| {rep.max_diff:.3g}, tolerance {rep.tolerance:.3g}")
-        assert rep.ok, f"{name}, block {block}: max diff {rep.max_diff} > {rep.tolerance}"
+    model.set_cache(cache)
+    try:
+        for block in (1, 128, 24):
+            rep = compare_logits(model, ids, c_logits(RUN, path, prompt, model.config.vocab_size, block,
+                                                      ("--cache", cache)))
+            print(f"{name}, {cache} cache, block {block}: max |logit diff| {rep.max_diff:.3g}, "
+                  f"tolerance {rep.tolerance:.3g}")
+            assert rep.ok, f"{name}, {cache} cache, block {block}: max diff {rep.max_diff} > {rep.tolerance}"
+    finally:
+        model.set_cache("f16")
 
 
 @pytest.mark.parametrize("name", SOURCES)

@@ -1,7 +1,8 @@
 """run.c against the PyTorch reference (export/model.py) on random weights, for every switch of
 the weight file: per-position logits through the key/value cache, greedy generation, and seeded
 sampling with run.c's sampler reproduced in Python; each with the binary16 key/value cache (run's
-default; the reference rounds its keys and values the same way) and with --cache f32."""
+default; the reference rounds its keys and values the same way), with --cache q8_0 (quantized
+alike) and with --cache f32."""
 from __future__ import annotations
 
 import subprocess
@@ -12,7 +13,7 @@ import torch
 
 from common import RUN, TEXT, GPTConfig, char_tokenizer, export, gpt2_tokenizer, random_model
 from compare import c_generate, c_logits, c_tokens, compare_logits, generation_agrees
-from model import generate
+from model import CACHES, generate
 
 GPT2_V = 50257
 # name -> (config, vocabulary). Together: GPT-2 layout; nanoGPT layout (no bias, erf GELU,
@@ -33,7 +34,6 @@ CONFIGS = {
 }
 
 _built: dict[str, tuple] = {}
-CACHES = ("f16", "f32")  # run --cache, and the reference's GPT.set_cache
 
 
 def built(name: str):
@@ -72,22 +72,23 @@ def test_logits_every_position(name: str, cache: str) -> None:
         assert rep.ok, f"{name}, {cache} cache, block {block}: max diff {rep.max_diff} > {rep.tolerance}"
 
 
+@pytest.mark.parametrize("cache", ("f16", "q8_0"))
 @pytest.mark.parametrize("name", CONFIGS)
-def test_the_binary16_cache_is_what_rounds(name: str) -> None:
-    """run.c's binary16 cache rounds as the reference's does: its logits are on average several
-    times closer to the reference's binary16 logits than run.c's float32-cache logits are, and
-    they differ from those (the allowance of compare_logits could not tell a cache that does not
-    round, so this checks it apart)."""
+def test_the_cache_is_what_rounds(name: str, cache: str) -> None:
+    """run.c's binary16 (q8_0) cache rounds as the reference's does: its logits are on average
+    several times closer to the reference's binary16 (q8_0) logits than run.c's float32-cache
+    logits are, and they differ from those (the allowance of compare_logits could not tell a
+    cache that does not round, so this checks it apart)."""
     model, tok, path = built(name)
-    model.set_cache("f16")
+    model.set_cache(cache)
     ids = c_tokens(RUN, path, TEXT.encode())[:64]
     prompt = tok.decode(ids)
     with torch.no_grad():
         ref = model(torch.tensor([ids]))[0].numpy()
-    rounded = c_logits(RUN, path, prompt, model.config.vocab_size, 1)
+    rounded = c_logits(RUN, path, prompt, model.config.vocab_size, 1, ("--cache", cache))
     unrounded = c_logits(RUN, path, prompt, model.config.vocab_size, 1, ("--cache", "f32"))
     near, far = float(np.abs(rounded - ref).mean()), float(np.abs(unrounded - ref).mean())
-    print(f"{name}: mean |logit diff| from the binary16 reference: binary16 cache {near:.3g}, float32 cache {far:.3g}")
+    print(f"{name}: mean |logit diff| from the {cache} reference: {cache} cache {near:.3g}, float32 cache {far:.3g}")
     assert far > 0 and near * 4 < far
 
 

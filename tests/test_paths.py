@@ -203,6 +203,21 @@ def test_logits_bit_identical_across_paths(weights: str) -> None:
         assert np.array_equal(logits["native", 1], logits["native", 128])
 
 
+@pytest.mark.parametrize("weights", ["f32", "odd", "llama_q4"])
+def test_q8_0_cache_logits_bit_identical_across_paths(weights: str) -> None:
+    """--cache q8_0: its keys' integer dot products (dpbusd, AVX-VNNI's, AVX2's maddubs, sdot,
+    portable C) and its values' conversions give every path the same logits, in blocks of 1 and
+    of 128 (a width of 36 gives heads of 12, one short group; Llama's grouped key/value heads)."""
+    m = models()
+    prompt = m["prompt"].read_bytes()
+    for block in (1, 128):
+        logits = {path: c_logits(binary("run", path), m[weights], prompt, m["model"].config.vocab_size, block,
+                                 ("--cache", "q8_0")) for path in PATHS}
+        differ = [path for path in PATHS if not np.array_equal(logits[path], logits["native"])]
+        assert not differ, f"block {block}: {differ} differ from native by up to " \
+                           f"{max(np.abs(logits[p] - logits['native']).max() for p in differ):.3g}"
+
+
 @pytest.mark.parametrize("weights", ["f32", "odd", "q8", "q4", "llama", "llama_q4"])
 @pytest.mark.parametrize("path", PATHS)
 def test_samples_together_are_bit_identical_to_samples_alone(path: str, weights: str) -> None:

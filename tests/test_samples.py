@@ -68,21 +68,21 @@ LONG_PROMPT = (b"In the beginning God created the heaven and the earth. And the 
                b"and void; and darkness was upon the face of the deep.")
 
 
-@pytest.mark.parametrize("dtype", ["f32", "q4_0"])
-def test_samples_sharing_a_long_prompt_are_runs_of_their_own_and_the_references(dtype) -> None:
+@pytest.mark.parametrize("dtype,cache", [("f32", "f16"), ("q4_0", "f16"), ("f32", "q8_0")])
+def test_samples_sharing_a_long_prompt_are_runs_of_their_own_and_the_references(dtype, cache) -> None:
     """A prompt of 140 characters in a context of 128 keeps its last 128: all of them (two
     steps of 64) shared by every sample (kv_cache.h's share_prompt); at once the windows move (to
     the last 40 tokens) and each sample has a cache of its own again. A prompt of 100: 64 shared,
-    36 copied. Each sample is byte for byte a run of its own, and the float32 ones the
-    reference's."""
+    36 copied (with a q8_0 cache, their quants and scales). Each sample is byte for byte a run
+    of its own, and the float32 ones the reference's."""
     tok = char_tokenizer()
     n = len(tok.tokens)
     cfg = GPTConfig(n_layer=2, n_head=2, n_embd=64, n_hidden=128, n_ctx=128, vocab_size=n, vocab_padded=n)
-    m = random_model(cfg, seed=11)
+    m = random_model(cfg, seed=11).set_cache(cache)
     path = export(m, tok, f"samples_long_{dtype}", dtype)
     for prompt in (LONG_PROMPT, LONG_PROMPT[:100]):  # 100 characters: 64 shared, 36 copied
         ids = c_tokens(RUN, path, prompt)
-        flags = ("--keep", "40", "--ignore-eos")
+        flags = ("--keep", "40", "--ignore-eos", "--cache", cache)
         samples = c_generate_samples(RUN, path, prompt, 150, 0.9, 0, 0.95, 3, 5, extra=flags)
         assert len(set(samples)) > 1
         for i, out in enumerate(samples):
