@@ -3,8 +3,8 @@ against the npm package tiktoken. Run it on an idle machine.
 
 usage: bench.py [--runs N] [--shapes cached,124M,medium,large,llama] [--skip-models] [--skip-quality]
                 [--skip-load] [--skip-cold] [--skip-kernels] [--skip-samples] [--skip-paths]
-                [--skip-tokenizer]
-                [--cache f16|f32]
+                [--skip-tokenizer] [--skip-caches]
+                [--cache f16|f32|q8_0]
 
 --cache: the key/value cache of every timed run (run --cache; default f16, run's default), so
 that two runs of the bench compare the caches.
@@ -27,7 +27,13 @@ bytes. A buffer of that size sits in the last-level cache exactly when the model
 Then q4_0's decode and prefill as a fraction of q8_0's, from the same run.
 
 Quality: held-out bits per byte of the shipped model (`run --perplexity` on the books held out
-of training) with its weights as float32, q8_0 and q4_0.
+of training) with its weights as float32, q8_0 and q4_0, and with each key/value cache.
+
+Caches: what each key/value cache (f32, f16, q8_0) gives where the cache's bytes weigh: the
+124M q4_0 shape decoding 880 sampled tokens after the 128-token prompt (a step at position
+1007 reads 74 MB of float32 cache, 37 of binary16, 21 of q8_0, beside about 80 MB of weights),
+1 and 2 threads; and `--samples 16` of 124M q8_0 (2 threads, 128 tokens each): tok/s, median of
+--runs alternating runs (± half the spread), and each as a multiple of the f16 cache's.
 
 Loaded machine: decode of the 124M q8_0 shape while one other process keeps a core busy
 (`sh -c 'while :; do :; done'`), with the default threads and with --threads 1; and idle, the
@@ -230,15 +236,16 @@ def bytes_per_token(path: Path) -> int:
 def cache_bytes_per_token(path: Path, prompt: int = 128, generated: int = 128) -> int:
     """Key/value cache bytes one decode step reads, averaged over the decode of the bench:
     position p reads the keys and values of positions 0..p (2 bytes each with the binary16
-    cache, 4 with float32; every layer, every key/value head), and decode runs forward() at
-    positions prompt .. prompt + generated - 2."""
+    cache, 4 with float32, 1 + 4/32 with q8_0 (a float32 scale per 32); every layer, every
+    key/value head), and decode runs forward() at positions prompt .. prompt + generated - 2."""
     from weight_file import unpack_header
     h = unpack_header(path.open("rb").read(256))
     kv_heads = h["n_kv_head"] if h["version"] > 1 else h["n_head"]
     kv_width = kv_heads * (h["n_embd"] // h["n_head"])
     positions = range(prompt, prompt + generated - 1)
     mean_keys = sum(p + 1 for p in positions) / len(positions)
-    return int(h["n_layer"] * 2 * kv_width * (2 if CACHE == "f16" else 4) * mean_keys)
+    per_number = {"f16": 2, "f32": 4, "q8_0": 1 + 4 / 32}[CACHE]
+    return int(h["n_layer"] * 2 * kv_width * per_number * mean_keys)
 
 
 def bandwidth(threads: int, size: int = 1 << 30) -> float:
@@ -379,12 +386,12 @@ def models_table(runs: int, shapes: list[str]) -> None:
 
 def quality_table() -> None:
     """Held-out bits per byte and perplexity of the shipped model with its weights as float32,
-    q8_0, q4_0, and with each key/value cache (binary16, the default, and float32)."""
+    q8_0, q4_0, and with each key/value cache (float32, binary16 (the default), q8_0)."""
     shipped = REPO / "models" / "kjv.bin"
     heldout = heldout_text()
     print()
     print(f"Shipped model, held-out text ({heldout.stat().st_size / 1e3:.0f} kB, `run --perplexity`):")
-    print("| weights | file MB | cache | bits per byte | vs float32 | perplexity | binary16 cache vs float32 cache |")
+    print("| weights | file MB | cache | bits per byte | vs float32 | perplexity | perplexity vs float32 cache |")
     print("|---|---|---|---|---|---|---|")
     base = None
     for dtype in DTYPES:
@@ -392,12 +399,12 @@ def quality_table() -> None:
         if dtype != "f32" and not path.exists():
             export(shipped, path, dtype)
         ppl_f32 = None
-        for cache in ("f32", "f16"):
+        for cache in ("f32", "f16", "q8_0"):
             out = sh(RUN, path, "--perplexity", heldout, "--cache", cache).stdout.decode()
             ppl = math.exp(float(re.search(r"nll=([0-9.]+)", out)[1]))
             bpb = float(re.search(r"bpb=([0-9.]+)", out)[1])
             base, ppl_f32 = base or bpb, ppl_f32 or ppl
-            versus = f"{ppl / ppl_f32 - 1:+.4%}" if cache == "f16" else ""
+            versus = f"{ppl / ppl_f32 - 1:+.4%}" if cache != "f32" else ""
             print(f"| {dtype} | {path.stat().st_size / 1e6:.1f} | {cache} | {bpb:.4f} | {bpb / base - 1:+.2%} | "
                   f"{ppl:.4f} | {versus} |")
 
@@ -458,6 +465,31 @@ def samples_table(runs: int) -> None:
         pre = statistics.median(prefill)
         print(f"| {name} | {dtype} | {pre:.0f} | " + " | ".join(cells) +
               f" | {pre / base:.1f}x | {statistics.median(speeds[16]) / pre:.0%} |", flush=True)
+
+
+def caches_table(runs: int) -> None:
+    """Each key/value cache where its bytes weigh: a long decode, and 16 samples."""
+    files = gpt2_124m()
+    caches = ("f32", "f16", "q8_0")
+    cases = [("124M q4_0, 880 tokens after 128 (positions to 1007)", files["q4_0"], 1, ["-n", 880]),
+             ("124M q4_0, 880 tokens after 128 (positions to 1007)", files["q4_0"], 2, ["-n", 880]),
+             ("124M q8_0, --samples 16, 128 tokens after 128", files["q8_0"], 2, ["-n", 128, "--samples", 16])]
+    print()
+    print(f"Key/value caches: generated tok/s with -t 0.8 -k 40, median of {runs} alternating runs (± half the "
+          "spread), and / the f16 cache's:")
+    print("| run | threads | " + " | ".join(f"--cache {c}" for c in caches) + " |")
+    print("|---|---|" + "---|" * len(caches))
+    for what, model, threads, flags in cases:
+        speeds: dict[str, list[float]] = {c: [] for c in caches}
+        for _ in range(runs):
+            for c in caches:
+                m = timing(RUN, model, "-f", prompt_of(model, 128), *flags, "-t", 0.8, "-k", 40, "-s", 1,
+                           "--ignore-eos", "--threads", threads, "--cache", c)
+                speeds[c].append(float(m[4]))
+        base = statistics.median(speeds["f16"])
+        print(f"| {what} | {threads} | " + " | ".join(
+            f"{statistics.median(v):.0f} ± {spread(v):.0f} ({statistics.median(v) / base:.2f}x)"
+            for v in speeds.values()) + " |", flush=True)
 
 
 def drop_from_page_cache(path: Path) -> None:
@@ -636,7 +668,8 @@ def main() -> None:
     ap.add_argument("--skip-paths", action="store_true")
     ap.add_argument("--skip-samples", action="store_true")
     ap.add_argument("--skip-kernels", action="store_true")
-    ap.add_argument("--cache", choices=("f16", "f32"), default="f16")
+    ap.add_argument("--skip-caches", action="store_true")
+    ap.add_argument("--cache", choices=("f16", "f32", "q8_0"), default="f16")
     args = ap.parse_args()
     global CACHE
     CACHE = args.cache
@@ -656,6 +689,8 @@ def main() -> None:
         kernels_table(args.runs)
     if not args.skip_samples:
         samples_table(args.runs)
+    if not args.skip_caches:
+        caches_table(args.runs)
     if not args.skip_paths:
         paths_table(args.runs)
     if not args.skip_tokenizer:

@@ -36,26 +36,31 @@ static uint64_t next(void) { /* xorshift64 */
 static float next_value(void) { return (float)(next() % 2001) / 1000.0f - 1.0f; }
 
 static int attention_bench(int argc, char **argv) {
-    if ((argc != 4 && argc != 5) || (strcmp(argv[2], "f16") && strcmp(argv[2], "f32")))
-        die("usage: kernels attention f16|f32 POS [HEADS]");
+    if ((argc != 4 && argc != 5) || (strcmp(argv[2], "f16") && strcmp(argv[2], "f32") && strcmp(argv[2], "q8_0")))
+        die("usage: kernels attention f16|f32|q8_0 POS [HEADS]");
     int hs = 64, pos = atoi(argv[3]), n_ctx = round_up16(pos + 1), G = argc == 5 ? atoi(argv[4]) : MAX_HEADS_AT_ONCE;
     if (pos < 0 || pos > 65535) die("bad position");
     if (G < 1 || G > MAX_HEADS_AT_ONCE) die("HEADS is 1 to %d", MAX_HEADS_AT_ONCE);
-    CacheType cache = !strcmp(argv[2], "f16") ? CACHE_F16 : CACHE_F32;
-    size_t numbers = (size_t)n_ctx * hs, bytes = numbers * cache_number_bytes(cache);
+    CacheType cache = !strcmp(argv[2], "f16") ? CACHE_F16 : !strcmp(argv[2], "q8_0") ? CACHE_Q8_0 : CACHE_F32;
+    /* q8_0: the scales after the quants, laid out as kv_cache.h lays them */
+    size_t numbers = (size_t)n_ctx * hs, scales = (size_t)n_ctx * cache_groups(hs), bytes = numbers * cache_number_bytes(cache);
+    size_t cache_bytes = bytes + (cache == CACHE_Q8_0 ? scales * sizeof(float) : 0);
     HeadAttention heads[MAX_HEADS_AT_ONCE];
     float *scratch = malloc(attention_scratch_floats(n_ctx, hs) * sizeof(float));
     for (int g = 0; g < G; g++) { /* each head its own query, keys and values */
-        void *keys = malloc(bytes), *values = malloc(bytes);
+        void *keys = malloc(cache_bytes), *values = malloc(cache_bytes);
         float *q = malloc(hs * sizeof(float)), *out = malloc(hs * sizeof(float));
         for (size_t i = 0; i < numbers; i++) {
             float k = next_value(), v = next_value();
             if (cache == CACHE_F16) ((uint16_t *)keys)[i] = f16_from_f32(k), ((uint16_t *)values)[i] = f16_from_f32(v);
+            else if (cache == CACHE_Q8_0) ((int8_t *)keys)[i] = (int8_t)(k * 127), ((int8_t *)values)[i] = (int8_t)(v * 127);
             else ((float *)keys)[i] = k, ((float *)values)[i] = v;
         }
+        for (size_t i = 0; cache == CACHE_Q8_0 && i < scales; i++)
+            ((float *)((char *)keys + bytes))[i] = ((float *)((char *)values + bytes))[i] = (float)(next() % 100 + 1) * 1e-4f;
         for (int d = 0; d < hs; d++) q[d] = next_value();
         heads[g] = (HeadAttention){.query = q, .query_stride = hs, .keys = keys, .values = values, .value_stride = hs,
-                                   .cache = cache, .out = out, .out_stride = hs, .pos = pos, .nq = 1, .head_size = hs};
+                                   .cache = cache, .scales_at = bytes, .out = out, .out_stride = hs, .pos = pos, .nq = 1, .head_size = hs};
     }
     int reps = (int)(2e8 / (double)(pos + 1) / hs / G) + 1;
     double best = 1e30;
@@ -66,7 +71,8 @@ static int attention_bench(int argc, char **argv) {
         if (round > 0 && ns < best) best = ns;
     }
     /* keys and values of positions 0..pos */
-    printf("%.0f ns per head, %.1f GB/s of cache\n", best, 2.0 * (pos + 1) * hs * cache_number_bytes(cache) / best);
+    printf("%.0f ns per head, %.1f GB/s of cache\n", best,
+           2.0 * (pos + 1) * ((double)hs * cache_number_bytes(cache) + (cache == CACHE_Q8_0 ? cache_groups(hs) * 4.0 : 0)) / best);
     return 0;
 }
 
