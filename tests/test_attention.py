@@ -36,11 +36,11 @@ def make_page(model, tok, path: Path, prompt: bytes, name: str, cache: str = "f1
 LLAMA = dict(norm="rms", pos="rotary", ffn="swiglu", n_kv_head=2, bias=0)  # 2 query heads per key/value head
 
 
-@pytest.mark.parametrize("cache", ["f16", "f32"])
+@pytest.mark.parametrize("cache", ["f16", "f32", "q8_0"])
 def test_weights_equal_reference(cache: str) -> None:
-    """The page's weights are the reference's within 1e-5, plus, with the binary16 cache, the
-    largest change rounding keys and values makes in the reference's weights (compare.py's
-    cache_allowance explains why)."""
+    """The page's weights are the reference's within 1e-5, plus, with the binary16 or q8_0
+    cache, the largest change rounding keys and values (and q8_0's queries) makes in the
+    reference's weights (compare.py's cache_allowance explains why)."""
     for name, tok in [("gpt2", gpt2_tokenizer()), ("char", char_tokenizer()), ("llama", char_tokenizer())]:
         cfg = GPTConfig(**{**CFG.__dict__, "vocab_size": len(tok.tokens), "vocab_padded": len(tok.tokens),
                            **(LLAMA if name == "llama" else {})})
