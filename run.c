@@ -38,7 +38,7 @@
 #include "sampler.h"
 
 /* ---------------------------------------------------------------------------------------
- * The run-time state: every activation buffer and the key/value cache, allocated once. */
+ * The run-time state: every activation buffer and the key/value cache, each allocated once. */
 
 /* Prompts go through forward() in blocks of up to PREFILL_BLOCK tokens: enough to keep the
  * matrix kernels arithmetic-bound, small enough that the buffers stay modest. */
@@ -47,7 +47,8 @@
 /* Positions a run holds in its key/value cache unless -c/--ctx says otherwise: the model's
  * context, but at most this many. The cache of Llama 3.2 1B's 131072 positions would be 4.3 GB
  * of binary16 (16 layers x 8 key/value heads x 64 x 131072 x 2 x 2 bytes), allocated and
- * touched at load, for positions few prompts reach. */
+ * touched before the first pass, for positions few prompts reach (generation holds only the
+ * positions its tokens take, but --perplexity's windows are the whole context). */
 #define DEFAULT_CONTEXT 4096
 
 typedef struct {
@@ -61,7 +62,11 @@ typedef struct {
     float *hb;       /* (rows, n_hidden) feed-forward hidden activations */
     float *hb2;      /* (rows, n_hidden) SwiGLU's gate */
     float *logits;   /* (rows, vocab_size) scores of the next token */
-    KVCache kv;      /* (n_seq, ...) keys and values of every position so far (kv_cache.h) */
+    KVCache kv;      /* (n_seq, ...) keys and values of every position so far (kv_cache.h), built
+                        by reserve_kv_cache() */
+    CacheType cache_type; /* its numbers (--cache) */
+    int n_seq;
+    double buffer_bytes; /* per sequence, every buffer above but the cache (the memory check) */
     AttentionScratch att; /* attention's scratch, and the weights kept for --attention */
     MatmulScratch mm; /* matmul()'s buffers, sized for rows tokens */
     /* Set by tests/trace.c only: sees the input and output of every matrix product. */
@@ -85,21 +90,28 @@ static double physical_memory(void) {
     return pages > 0 && page > 0 ? (double)pages * (double)page : 0.0;
 }
 
-/* Buffers for forward() and key/value caches for n_seq sequences. More samples than this
- * machine's memory holds are refused here, before anything is allocated for them. */
+/* --samples N whose caches and buffers (per_seq bytes each) would not fit beside the weights
+ * in this machine's memory are refused, before anything is allocated for them. */
+static void check_samples_fit(int n_seq, double per_seq, size_t file_size) {
+    double memory = physical_memory();
+    if (n_seq > 1 && memory > 0 && (double)file_size + n_seq * per_seq > memory)
+        die("--samples %d needs %.3g GB for the samples' key/value caches and buffers, more than this "
+            "machine's %.3g GB of memory", n_seq, n_seq * per_seq / 1e9, memory / 1e9);
+}
+
+/* Buffers for forward() for n_seq sequences; their key/value caches come later
+ * (reserve_kv_cache), once a run knows how many positions it needs. */
 static void build_state(RunState *s, const Config *c, int n_seq, CacheType cache_type, size_t file_size) {
     size_t C = (size_t)c->n_embd, H = (size_t)c->n_hidden, B;
     s->block = c->n_ctx < PREFILL_BLOCK ? c->n_ctx : PREFILL_BLOCK;
     s->rows = max_int(s->block, n_seq);
     s->att.slice = attention_scratch_floats(c->n_ctx, c->head_size);
-    double cache = kv_cache_bytes(c->n_layer, c->n_kv_head, c->head_size, c->n_ctx, cache_type);
-    double memory = physical_memory();
-    /* per sequence: its caches, a row of every buffer, its attention scratch and its sampler */
-    double per_seq = 2 * cache + 4.0 * (3 * C + (size_t)c->qkv_dim + 2 * H + (size_t)c->vocab_size) + C +
-                     4.0 * (double)c->n_head * (double)s->att.slice + 25.0 * c->vocab_size;
-    if (n_seq > 1 && memory > 0 && (double)file_size + n_seq * per_seq > memory)
-        die("--samples %d needs %.3g GB for the samples' key/value caches and buffers, more than this "
-            "machine's %.3g GB of memory", n_seq, n_seq * per_seq / 1e9, memory / 1e9);
+    s->cache_type = cache_type;
+    s->n_seq = n_seq;
+    /* per sequence: a row of every buffer, its attention scratch and its sampler */
+    s->buffer_bytes = 4.0 * (3 * C + (size_t)c->qkv_dim + 2 * H + (size_t)c->vocab_size) + C +
+                      4.0 * (double)c->n_head * (double)s->att.slice + 25.0 * c->vocab_size;
+    check_samples_fit(n_seq, s->buffer_bytes, file_size);
     B = (size_t)s->rows;
     s->x = calloc_or_die(B * C * sizeof(float), "x");
     s->xb = calloc_or_die(B * C * sizeof(float), "xb");
@@ -111,13 +123,26 @@ static void build_state(RunState *s, const Config *c, int n_seq, CacheType cache
     s->att.buffer = calloc_or_die(attention_jobs(s->block, n_seq, c->n_head) * s->att.slice * sizeof(float), "attention");
     if (!matmul_scratch_init(&s->mm, s->rows, C > H ? (int)C : (int)H, c->weight_type))
         die("out of memory for the matrix products' buffers");
-    build_kv_cache(&s->kv, c->n_layer, c->n_kv_head, c->head_size, c->n_ctx, n_seq, cache_type);
 }
 
 static void free_state(RunState *s) {
     free(s->x); free(s->xb); free(s->xb2); free(s->qkv); free(s->hb); free(s->hb2); free(s->logits); free(s->att.buffer);
     matmul_scratch_free(&s->mm);
     free_kv_cache(&s->kv);
+}
+
+/* The key/value caches of the state's sequences, for positions 0..positions-1 of each (at most
+ * the run's context), built once: by generate() for the positions its tokens will take (a short
+ * run of a long-context model, or many samples, then holds and touches far less than the whole
+ * context), or else by the first forward() pass, for the whole context. */
+static void reserve_kv_cache(Transformer *t, long positions) {
+    const Config *c = &t->config;
+    RunState *s = &t->state;
+    if (s->kv.keys) return;
+    int n = (int)(positions < c->n_ctx ? (positions > 0 ? positions : 1) : c->n_ctx);
+    check_samples_fit(s->n_seq, s->buffer_bytes + 2 * kv_cache_bytes(c->n_layer, c->n_kv_head, c->head_size, n, s->cache_type),
+                      t->file.size);
+    build_kv_cache(&s->kv, c->n_layer, c->n_kv_head, c->head_size, n, s->n_seq, s->cache_type);
 }
 
 /* Validate a whole model file held in memory (load.h). Also the entry point of the loader's
@@ -297,6 +322,7 @@ static void forward_steps(Transformer *t, const uint32_t *tokens, int T, Positio
  * of the last token, or of every token (all_logits, or samples: one row each). The steps run
  * on one team of threads for the whole pass, not one team per split loop. */
 static float *forward(Transformer *t, const uint32_t *tokens, int T, Positions at, int all_logits) {
+    reserve_kv_cache(t, t->config.n_ctx); /* when nothing reserved it before */
     IN_TEAM(forward_steps(t, tokens, T, at, all_logits));
     return t->state.logits;
 }
@@ -719,11 +745,16 @@ static void generate(Transformer *t, const uint8_t *prompt, size_t prompt_len, c
     int N = g->samples, vocab = c->vocab_size, from_start;
     long n_tokens, window = 0;
     uint32_t *ids = prompt_tokens(t, prompt, prompt_len, &n_tokens, &from_start);
-    if (n_tokens > c->n_ctx) {
-        window = n_tokens - c->n_ctx;
+    if (n_tokens > c->n_ctx) window = n_tokens - c->n_ctx;
+    /* the cache's positions: the prompt's and the new tokens' (the last one is never fed
+     * back), or the whole context when they do not fit, the window then moving */
+    reserve_kv_cache(t, n_tokens - window + (g->max_new < c->n_ctx ? g->max_new : c->n_ctx));
+    if (N > 1) fprintf(stderr, "seed: %llu (samples: seeds %llu to %llu)\n", (unsigned long long)g->seed,
+                       (unsigned long long)g->seed, (unsigned long long)(g->seed + (uint64_t)N - 1));
+    else fprintf(stderr, "seed: %llu\n", (unsigned long long)g->seed);
+    if (window)
         fprintf(stderr, "note: the prompt is %ld tokens, longer than the context of %d: its first %ld "
                 "tokens were dropped\n", n_tokens, c->n_ctx, window);
-    }
     if (N > 1 && g->temperature == 0)
         fprintf(stderr, "note: -t 0 (greedy) makes all %d samples the same\n", N);
     Sample *samples = start_samples(t, g, ids, n_tokens, window, prompt_len == 0);
@@ -991,9 +1022,9 @@ static void print_info(const Transformer *t, const char *path) {
     print_block_design(c);
     printf("vocab_size %d (padded to %d), norm_eps %g, head %s, weights %s\n", c->vocab_size, c->vocab_padded,
            (double)c->norm_eps, c->tied_head ? "tied" : "separate", weight_format(c->weight_type)->name);
-    const KVCache *kv = &t->state.kv;
-    printf("key/value cache: %s, %d positions, %.1f MB\n", cache_type_name(kv->type), kv->n_ctx,
-           2 * kv_cache_bytes(kv->n_layer, kv->n_kv_head, kv->head_size, kv->n_ctx, kv->type) / 1e6);
+    CacheType cache = t->state.cache_type;
+    printf("key/value cache: %s, %d positions at most, %.1f MB (generation holds the positions its tokens take)\n",
+           cache_type_name(cache), c->n_ctx, 2 * kv_cache_bytes(c->n_layer, c->n_kv_head, c->head_size, c->n_ctx, cache) / 1e6);
     printf("%-22s %12s %12s\n", "section", "offset", "bytes");
     printf("%-22s %12d %12u\n", "header", 0, HEADER_SIZE);
     printf("%-22s %12llu %12llu\n", "tokenizer", (unsigned long long)h->tokenizer_offset,
@@ -1040,9 +1071,6 @@ int main(int argc, char **argv) {
         if (o.keep >= c->n_ctx)
             die("--keep must be between 0 and %d (the context less one), got %ld", c->n_ctx - 1, o.keep);
         uint64_t seed = o.have_seed ? o.seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
-        if (o.samples > 1) fprintf(stderr, "seed: %llu (samples: seeds %llu to %llu)\n", (unsigned long long)seed,
-                                   (unsigned long long)seed, (unsigned long long)(seed + (uint64_t)o.samples - 1));
-        else fprintf(stderr, "seed: %llu\n", (unsigned long long)seed);
         GenerateOptions g = {.max_new = o.max_new, .samples = (int)o.samples, .temperature = o.temperature,
                              .top_p = o.top_p, .top_k = (int)o.top_k, .seed = seed, .ignore_eos = o.ignore_eos,
                              .adapt_threads = o.threads == 0, .echo = !o.no_echo,
