@@ -105,6 +105,22 @@ static inline float value_weight(float w, const void *values, size_t scales_at, 
 
 /* ---- q8_0: a query's scores as integer dot products ------------------------------------- */
 
+#if defined(__AVX2__) && !defined(__AVX512VNNI__)
+/* acc plus, in each 32-bit lane, the dot product of the key's four quants there with the four
+ * in query's lane. AVX-VNNI's dpbusd multiplies unsigned bytes by signed ones: the key goes in
+ * as quant + 128 (its top bit flipped), and key_dots takes 128 x the query's sum off again.
+ * AVX2's maddubs multiplies unsigned by signed bytes into pairs summed as int16: |key| by the
+ * query quant carrying the key's sign, at most 2 x 127 x 127 a pair, which fits. */
+static inline __m256i quad_dots8(__m256i acc, __m256i key, __m256i query) {
+#if defined(__AVXVNNI__)
+    return _mm256_dpbusd_avx_epi32(acc, _mm256_xor_si256(key, _mm256_set1_epi8((char)0x80)), query);
+#else
+    __m256i pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(key), _mm256_sign_epi8(query, key));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+#endif
+}
+#endif
+
 /* The dot products of one group's query quants q (quads of four, from the group's first
  * dimension) with the same dimensions of the keys of nb blocks (nb <= 4) of KEY_BLOCK
  * positions: keys points at the group's first quad in the first block, the others block_bytes
@@ -127,28 +143,8 @@ static inline __attribute__((always_inline)) void key_dots(const int8_t *keys, s
         }
     }
     for (int b = 0; b < nb; b++) _mm512_storeu_si512(dots + 16 * b, _mm512_sub_epi32(acc[b], _mm512_set1_epi32(128 * qsum)));
-#elif defined(__AVXVNNI__)
-    __m256i acc[8];
-    const __m256i to_unsigned = _mm256_set1_epi8((char)0x80);
-    for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_si256();
-    for (int c = 0; c < quads; c++) {
-        int32_t four;
-        memcpy(&four, q + 4 * c, sizeof four);
-        __m256i query = _mm256_set1_epi32(four);
-        for (int b = 0; b < nb; b++)
-            for (int h = 0; h < 2; h++) { /* positions 0-7, 8-15 */
-                __m256i key = _mm256_loadu_si256((const __m256i *)(keys + b * block_bytes + (size_t)c * 64 + 32 * h));
-                acc[2 * b + h] = _mm256_dpbusd_avx_epi32(acc[2 * b + h], _mm256_xor_si256(key, to_unsigned), query);
-            }
-    }
-    for (int i = 0; i < 2 * nb; i++)
-        _mm256_storeu_si256((__m256i *)(dots + 8 * i), _mm256_sub_epi32(acc[i], _mm256_set1_epi32(128 * qsum)));
 #elif defined(__AVX2__)
-    /* maddubs multiplies unsigned bytes by signed ones into pairs summed as int16: |key| by the
-     * query quant carrying the key's sign, at most 2 x 127 x 127 per pair, which fits */
-    (void)qsum;
-    __m256i acc[8];
-    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i acc[8]; /* per block, positions 0-7 and 8-15 */
     for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_si256();
     for (int c = 0; c < quads; c++) {
         int32_t four;
@@ -157,11 +153,16 @@ static inline __attribute__((always_inline)) void key_dots(const int8_t *keys, s
         for (int b = 0; b < nb; b++)
             for (int h = 0; h < 2; h++) {
                 __m256i key = _mm256_loadu_si256((const __m256i *)(keys + b * block_bytes + (size_t)c * 64 + 32 * h));
-                __m256i pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(key), _mm256_sign_epi8(query, key));
-                acc[2 * b + h] = _mm256_add_epi32(acc[2 * b + h], _mm256_madd_epi16(pairs, ones));
+                acc[2 * b + h] = quad_dots8(acc[2 * b + h], key, query);
             }
     }
-    for (int i = 0; i < 2 * nb; i++) _mm256_storeu_si256((__m256i *)(dots + 8 * i), acc[i]);
+#if defined(__AVXVNNI__)
+    __m256i offset = _mm256_set1_epi32(128 * qsum); /* quad_dots8's keys went in as quant + 128 */
+#else
+    __m256i offset = _mm256_setzero_si256();
+    (void)qsum;
+#endif
+    for (int i = 0; i < 2 * nb; i++) _mm256_storeu_si256((__m256i *)(dots + 8 * i), _mm256_sub_epi32(acc[i], offset));
 #elif defined(__ARM_NEON) && defined(__ARM_FEATURE_DOTPROD)
     (void)qsum;
     int32x4_t acc[16];
