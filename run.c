@@ -139,7 +139,7 @@ static void reserve_kv_cache(Transformer *t, long positions) {
     const Config *c = &t->config;
     RunState *s = &t->state;
     if (s->kv.keys) return;
-    int n = (int)(positions < c->n_ctx ? (positions > 0 ? positions : 1) : c->n_ctx);
+    int n = (int)(positions < c->n_ctx ? positions : c->n_ctx);
     check_samples_fit(s->n_seq, s->buffer_bytes + 2 * kv_cache_bytes(c->n_layer, c->n_kv_head, c->head_size, n, s->cache_type),
                       t->file.size);
     build_kv_cache(&s->kv, c->n_layer, c->n_kv_head, c->head_size, n, s->n_seq, s->cache_type);
@@ -748,7 +748,7 @@ static void generate(Transformer *t, const uint8_t *prompt, size_t prompt_len, c
     if (n_tokens > c->n_ctx) window = n_tokens - c->n_ctx;
     /* the cache's positions: the prompt's and the new tokens' (the last one is never fed
      * back), or the whole context when they do not fit, the window then moving */
-    reserve_kv_cache(t, n_tokens - window + (g->max_new < c->n_ctx ? g->max_new : c->n_ctx));
+    reserve_kv_cache(t, n_tokens - window + g->max_new);
     if (N > 1) fprintf(stderr, "seed: %llu (samples: seeds %llu to %llu)\n", (unsigned long long)g->seed,
                        (unsigned long long)g->seed, (unsigned long long)(g->seed + (uint64_t)N - 1));
     else fprintf(stderr, "seed: %llu\n", (unsigned long long)g->seed);

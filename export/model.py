@@ -180,14 +180,14 @@ class CausalSelfAttention(nn.Module):
             query, key = rotate(query, *rope), rotate(key, *rope)
         if self.cache == "f16":  # run.c's binary16 cache: keys and values rounded to nearest even
             key, value = key.half().float(), value.half().float()
+        elif self.cache == "q8_0":  # run.c's q8_0 cache: int8 quants, a scale per 32 dimensions
+            key, value = q8_0_cache_round(key), q8_0_cache_round(value)
         group = self.n_head // self.n_kv_head  # query head h reads key/value head h // group
-        if self.cache == "q8_0":  # run.c's q8_0 cache: int8 quants, a scale per 32 dimensions,
-            key, value = q8_0_cache_round(key), q8_0_cache_round(value)  # and the query quantized alike
-            key, value = key.repeat_interleave(group, dim=1), value.repeat_interleave(group, dim=1)
+        key, value = key.repeat_interleave(group, dim=1), value.repeat_interleave(group, dim=1)
+        if self.cache == "q8_0":  # the query scaled, then quantized as the keys are
             scale = torch.tensor(1.0) / torch.tensor(float(hs)).sqrt()  # in float32, as run.c's 1.0f / sqrtf(hs)
             scores = q8_0_cache_round(query * scale) @ key.transpose(-2, -1)  # [B, n_head, T, T]
         else:
-            key, value = key.repeat_interleave(group, dim=1), value.repeat_interleave(group, dim=1)
             scores = (query @ key.transpose(-2, -1)) * (1.0 / math.sqrt(hs))  # [B, n_head, T, T]
         scores = scores.masked_fill(~self.mask[:, :, :T, :T], float("-inf"))
         att = F.softmax(scores, dim=-1)  # attention weights; masked positions get exactly 0

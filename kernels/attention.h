@@ -241,44 +241,18 @@ static size_t attention_scratch_floats(int n_ctx, int head_size) {
     return (size_t)QUERY_TILE * ((size_t)round_up16(n_ctx) + (size_t)round_up16(head_size));
 }
 
-/* One query at position pos: scores of keys 0..pos, VW keys to a vector, softmax, weighted sum
- * of values, VW dimensions to a vector. att: round_up16(pos + 1) floats, which hold the
- * attention weights afterwards; qs: round_up16(head_size) floats.
- * Scores are computed for four vectors of positions at a time (four blocks of keys when VW is
- * 16), each the fma chain over d in order, the four chains independent so that they overlap;
- * the blocks are read front to back. The last block is whole (positions up to round_up16(n)),
- * so the last vector reads cache, not past it; scores past pos are computed and never used.
- * Blocks replaced a layout with each dimension one row of n_ctx positions (a head's keys then
- * were 64 short runs 2 KB apart): on AMD Zen 4, 128 greedy tokens after a 128-token prompt,
- * medians of 3 alternating runs, decode went from 1243 to 1316 tok/s (bench.py's cached q4_0
- * shape, 8 layers of width 512, 1 thread) and from 261 to 278 (GPT-2 124M q4_0).
- *
- * attend() does this for query i of G heads at once (G = 1 or 2; heads of one token, so at the
- * same position, with the same head size and cache type `cache`): b, att and qs hold G of each. Every
- * head gets exactly the operations above in the same order; the G heads' chains (of fmas over d
- * for the scores, of adds for the softmax's sum, of fmas over positions for the values) are
- * independent, so interleaving them lets the CPU overlap what one head alone leaves waiting on
- * the latency of each operation. */
-#define MAX_HEADS_AT_ONCE 2
-static inline __attribute__((always_inline)) void attend(const HeadAttention *b, int G, CacheType cache, int i,
-                                                         float *const *att, float *const *qs) {
-    int n = b[0].pos + i + 1, n16 = round_up16(n), hs = b[0].head_size, vs = b[0].value_stride, j, d = 0, g;
-    int groups = cache_groups(hs); /* q8_0 */
-    size_t scales_at = b[0].scales_at;
-    float scale = 1.0f / sqrtf((float)hs);
-    for (g = 0; g < G; g++) {
-        const float *query = b[g].query + (size_t)i * b[g].query_stride;
-        for (d = 0; d < hs; d++) qs[g][d] = query[d] * scale;
-    }
+#define MAX_HEADS_AT_ONCE 2 /* attend()'s heads at once */
+
+/* The scores of attend()'s G queries qs over keys of float32 or binary16 (cache) for positions
+ * 0..n16-1 into att: four vectors of positions at a time, as attend() describes. */
+static inline __attribute__((always_inline)) void float_scores(const HeadAttention *b, int G, CacheType cache,
+                                                               float *const *qs, float *const *att, int n16) {
+    int hs = b[0].head_size, j, d, g;
     /* vector u of the four is key_index(hs, u VW, 0) numbers after the first: in the same block
      * or the next ones, the same for every j (a multiple of 4 VW, within a block when VW is 1) */
     size_t at1 = key_index(hs, VW, 0), at2 = key_index(hs, 2 * VW, 0), at3 = key_index(hs, 3 * VW, 0);
-    const void *keys[MAX_HEADS_AT_ONCE], *values[MAX_HEADS_AT_ONCE]; /* of the positions at hand */
-    if (cache == CACHE_Q8_0) {
-        q8_0_scores(b, G, qs, att, n16);
-        j = n16; /* the loops below are float's and binary16's */
-    } else j = 0;
-    for (; j + 4 * VW <= n16; j += 4 * VW) {
+    const void *keys[MAX_HEADS_AT_ONCE]; /* of the positions at hand */
+    for (j = 0; j + 4 * VW <= n16; j += 4 * VW) {
         size_t k = key_index(hs, j, 0);
         vf s[MAX_HEADS_AT_ONCE][4];
         for (g = 0; g < G; g++) {
@@ -312,6 +286,39 @@ static inline __attribute__((always_inline)) void attend(const HeadAttention *b,
                 s[g] = vf_fma(vf_set1(qs[g][d]), load_cached(keys[g], k + (size_t)d * KEY_BLOCK, cache), s[g]);
         for (g = 0; g < G; g++) vf_store(att[g] + j, s[g]);
     }
+}
+
+/* One query at position pos: scores of keys 0..pos, VW keys to a vector, softmax, weighted sum
+ * of values, VW dimensions to a vector. att: round_up16(pos + 1) floats, which hold the
+ * attention weights afterwards; qs: round_up16(head_size) floats.
+ * Scores are computed for four vectors of positions at a time (four blocks of keys when VW is
+ * 16), each the fma chain over d in order, the four chains independent so that they overlap;
+ * the blocks are read front to back. The last block is whole (positions up to round_up16(n)),
+ * so the last vector reads cache, not past it; scores past pos are computed and never used.
+ * Blocks replaced a layout with each dimension one row of n_ctx positions (a head's keys then
+ * were 64 short runs 2 KB apart): on AMD Zen 4, 128 greedy tokens after a 128-token prompt,
+ * medians of 3 alternating runs, decode went from 1243 to 1316 tok/s (bench.py's cached q4_0
+ * shape, 8 layers of width 512, 1 thread) and from 261 to 278 (GPT-2 124M q4_0).
+ *
+ * attend() does this for query i of G heads at once (G = 1 or 2; heads of one token, so at the
+ * same position, with the same head size and cache type `cache`): b, att and qs hold G of each. Every
+ * head gets exactly the operations above in the same order; the G heads' chains (of fmas over d
+ * for the scores, of adds for the softmax's sum, of fmas over positions for the values) are
+ * independent, so interleaving them lets the CPU overlap what one head alone leaves waiting on
+ * the latency of each operation. */
+static inline __attribute__((always_inline)) void attend(const HeadAttention *b, int G, CacheType cache, int i,
+                                                         float *const *att, float *const *qs) {
+    int n = b[0].pos + i + 1, n16 = round_up16(n), hs = b[0].head_size, vs = b[0].value_stride, j, d = 0, g;
+    int groups = cache_groups(hs); /* q8_0 */
+    size_t scales_at = b[0].scales_at;
+    float scale = 1.0f / sqrtf((float)hs);
+    for (g = 0; g < G; g++) {
+        const float *query = b[g].query + (size_t)i * b[g].query_stride;
+        for (d = 0; d < hs; d++) qs[g][d] = query[d] * scale;
+    }
+    const void *values[MAX_HEADS_AT_ONCE]; /* of the positions at hand */
+    if (cache == CACHE_Q8_0) q8_0_scores(b, G, qs, att, n16);
+    else float_scores(b, G, cache, qs, att, n16);
     for (g = 0; g < G; g++) softmax(att[g], n);
     for (d = 0; d < hs; d += 4 * VW) { /* four vectors of the head's dimensions in flight */
         int vectors = min_int(4, (round_up16(hs) - d + VW - 1) / VW);

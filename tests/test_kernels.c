@@ -574,20 +574,22 @@ static void check_attention_q8(int pos, int nq, int hs) {
             att[j] = s;
         }
         ref_softmax(att, keys);
+        /* the same attention in double over the dequantized numbers: its weights */
+        double exact_weights[keys], top = -INFINITY, weight_sum = 0.0;
+        for (int j = 0; j < keys; j++) {
+            exact_weights[j] = 0.0;
+            for (int d = 0; d < hs; d++) exact_weights[j] += (double)query[d] * a.keys[key_index(hs, j, d)];
+            top = exact_weights[j] > top ? exact_weights[j] : top;
+        }
+        for (int j = 0; j < keys; j++) weight_sum += exact_weights[j] = exp(exact_weights[j] - top);
         for (int d = 0; d < hs; d++) {
             float acc = 0.0f;
-            double exact = 0.0, weight_sum = 0.0, scores[keys], top = -INFINITY;
-            for (int j = 0; j < keys; j++)
-                acc = fmaf(att[j] * value_scales[key_index(groups, j, d / 32)], (float)c.values[(size_t)j * vs + d], acc);
-            want[i * hs + d] = acc;
-            /* the same attention in double over the dequantized numbers */
+            double exact = 0.0;
             for (int j = 0; j < keys; j++) {
-                scores[j] = 0.0;
-                for (int e = 0; e < hs; e++) scores[j] += (double)query[e] * a.keys[key_index(hs, j, e)];
-                top = scores[j] > top ? scores[j] : top;
+                acc = fmaf(att[j] * value_scales[key_index(groups, j, d / 32)], (float)c.values[(size_t)j * vs + d], acc);
+                exact += exact_weights[j] / weight_sum * a.v[(size_t)j * vs + d];
             }
-            for (int j = 0; j < keys; j++) weight_sum += exp(scores[j] - top);
-            for (int j = 0; j < keys; j++) exact += exp(scores[j] - top) / weight_sum * a.v[(size_t)j * vs + d];
+            want[i * hs + d] = acc;
             worst = fmax(worst, fabs(exact - acc));
         }
         memcpy(got_weights + (size_t)i * n_keys, a.weights + (size_t)i * n_keys, sizeof(float) * keys);

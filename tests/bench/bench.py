@@ -481,9 +481,10 @@ def caches_table(runs: int) -> None:
     print("|---|---|" + "---|" * len(caches))
     for what, model, threads, flags in cases:
         speeds: dict[str, list[float]] = {c: [] for c in caches}
+        prompt = prompt_of(model, 128)
         for _ in range(runs):
             for c in caches:
-                m = timing(RUN, model, "-f", prompt_of(model, 128), *flags, "-t", 0.8, "-k", 40, "-s", 1,
+                m = timing(RUN, model, "-f", prompt, *flags, "-t", 0.8, "-k", 40, "-s", 1,
                            "--ignore-eos", "--threads", threads, "--cache", c)
                 speeds[c].append(float(m[4]))
         base = statistics.median(speeds["f16"])
