@@ -257,11 +257,9 @@ static inline __attribute__((always_inline)) void q4_rows16_512(const QuantProdu
             ONE_LOAD(v);
             __m512i a = _mm512_and_si512(v, low4), c = _mm512_andnot_si512(low4, v); /* c: 16 x the high nibbles */
             for (int t = 0; t < TOKENS; t++) {
-                int32_t first, second; /* activation quants 4k..4k+3 and 16+4k..16+4k+3 */
-                memcpy(&first, xrow[t] + b * QUANT_GROUP + 4 * k, 4);
-                memcpy(&second, xrow[t] + b * QUANT_GROUP + 16 + 4 * k, 4);
-                dlo[t] = _mm512_dpbusd_epi32(dlo[t], a, _mm512_set1_epi32(first));
-                dhi[t] = _mm512_dpbusd_epi32(dhi[t], c, _mm512_set1_epi32(second));
+                const int8_t *first = xrow[t] + b * QUANT_GROUP + 4 * k; /* activation quants 4k..4k+3 */
+                dlo[t] = dpbusd_four(dlo[t], a, first);
+                dhi[t] = dpbusd_four(dhi[t], c, first + 16); /* and 16+4k..16+4k+3 */
             }
         }
         __m512 sw = _mm512_loadu_ps(ws + b * PANEL_ROWS);
@@ -307,14 +305,14 @@ static void q4_matmul(float *out, const float *x, const Matrix *w, const float *
     (void)decode;
     int n = w->cols;
 #ifdef Q4_PACKED
-    quantize_rows(scratch->q, scratch->scale, scratch->sum, x, T, n, 0);
+    quantize_rows(scratch->q, scratch->scale, scratch->sum, x, T, n);
     int nb = n / QUANT_GROUP;
     QuantProduct p = {.out = out, .bias = bias, .T = T, .rows = w->rows, .nb = nb,
                       .xq = scratch->q, .xs = scratch->scale, .xsum = scratch->sum};
     q4_packed_parts(w, &p);
     for_each_panel(&p, q4_decode_panel, q4_prefill_panel);
 #else
-    quantize_rows(scratch->q, scratch->scale, NULL, x, T, n, 0);
+    quantize_rows(scratch->q, scratch->scale, NULL, x, T, n);
     quant_matmul_rows(out, w, bias, T, scratch, q4_row_dot);
 #endif
 }

@@ -63,10 +63,11 @@ static float q8_row_dot(const Matrix *w, int r, const int8_t *xq, const float *x
 /* How a matrix's copy is laid out, which also decides the kernel that reads it. */
 enum {
     Q8_PACK_NONE,   /* no copy: dot_q8 row by row */
-    Q8_PACK_SIGNED, /* quants and scales, for AMX (signed x signed), AVX512-VNNI decode and the
-                       256-bit kernels (|w| times x with w's sign) */
-    Q8_PACK_VNNI,   /* plus 128 x each row's group sum, for AVX512-VNNI prefill, which
-                       multiplies unsigned activations (shifted by +128) by signed weights */
+    Q8_PACK_SIGNED,   /* quants and scales, for AMX (signed x signed; AVX512-VNNI decode beside
+                         it) and the 256-bit kernels (|w| times x with w's sign) */
+    Q8_PACK_UNSIGNED, /* quants + 128 as unsigned bytes, and scales: AVX512-VNNI's dpbusd
+                         multiplies them by the signed activations, and 128 x the activations'
+                         group sum comes off */
 };
 
 #if defined(__AMX_INT8__) && defined(__AMX_TILE__) && defined(__AVX512F__) && defined(__linux__)
@@ -116,7 +117,7 @@ static inline int amx_available(void) { return 0; }
 static int q8_packing(void) {
     if (amx_available()) return Q8_PACK_SIGNED;
 #if defined(VNNI512_KERNELS)
-    return Q8_PACK_VNNI;
+    return Q8_PACK_UNSIGNED;
 #elif defined(AVX2_KERNELS)
     return Q8_PACK_SIGNED;
 #else
@@ -133,13 +134,11 @@ static const char *q8_description(void) {
 /* The copy of W (rows, n): whole panels of 16 rows (zero rows past the end), per panel and
  * group of 32 columns 8 lines of 64 bytes where bytes 4r..4r+3 of line j are w[r][4j..4j+3]
  * (AMX's B operand; for VNNI, line j holds 4 columns of all 16 rows, one row per 32-bit lane):
- * quants (panels, nb, 512); then the rows' scales (panels, nb, 16); then, for Q8_PACK_VNNI,
- * 128 x each row's group sum (panels, nb, 16). */
+ * quants (panels, nb, 512), for Q8_PACK_UNSIGNED each plus 128 as an unsigned byte; then the
+ * rows' scales (panels, nb, 16). */
 static size_t q8_packed_bytes(const Matrix *m) {
-    int packing = q8_packing();
-    if (packing == Q8_PACK_NONE) return 0;
-    size_t groups = panel_rows(m->rows) * (size_t)m->cols / QUANT_GROUP;
-    return groups * (QUANT_GROUP + sizeof(float) + (packing == Q8_PACK_VNNI ? sizeof(int32_t) : 0));
+    if (q8_packing() == Q8_PACK_NONE) return 0;
+    return panel_rows(m->rows) * (size_t)m->cols / QUANT_GROUP * (QUANT_GROUP + sizeof(float));
 }
 
 /* A product's weights as the panel kernels read them: the parts of m's copy. */
@@ -147,15 +146,16 @@ static void q8_packed_parts(const Matrix *m, QuantProduct *p) {
     size_t groups = panel_rows(m->rows) * (size_t)m->cols / QUANT_GROUP;
     p->wq = m->packed;
     p->ws = (const float *)(const void *)((const int8_t *)m->packed + groups * QUANT_GROUP);
-    p->wsum = m->packing == Q8_PACK_VNNI ? (const int32_t *)(const void *)(p->ws + groups) : NULL;
 }
 
 static void q8_pack(Matrix *m, void *dst) {
     int n = m->cols, nb = n / QUANT_GROUP;
+    uint8_t offset = 0;
     m->packed = dst;
     m->packing = q8_packing();
     QuantProduct p;
     q8_packed_parts(m, &p);
+    if (m->packing == Q8_PACK_UNSIGNED) offset = 128;
     long panel;
 #pragma omp parallel for schedule(static)
     for (panel = 0; panel < (m->rows + PANEL_ROWS - 1) / PANEL_ROWS; panel++)
@@ -165,16 +165,10 @@ static void q8_pack(Matrix *m, void *dst) {
                 size_t row = (size_t)panel * PANEL_ROWS + r, at = ((size_t)panel * nb + b) * PANEL_ROWS + r;
                 int real = row < (size_t)m->rows;
                 const int8_t *src = m->q8 + row * n + b * QUANT_GROUP;
-                for (int j = 0; j < QUANT_GROUP / 4; j++) {
-                    if (real) memcpy(lines + j * 64 + r * 4, src + j * 4, 4);
-                    else memset(lines + j * 64 + r * 4, 0, 4);
-                }
+                for (int j = 0; j < QUANT_GROUP / 4; j++)
+                    for (int k = 0; k < 4; k++) /* zero rows past the end: the quant 0 */
+                        lines[j * 64 + r * 4 + k] = (int8_t)(uint8_t)((real ? (uint8_t)src[j * 4 + k] : 0) + offset);
                 ((float *)p.ws)[at] = real ? m->scale[row * nb + b] : 0.0f;
-                if (p.wsum) {
-                    int32_t sum = 0;
-                    for (int k = 0; real && k < QUANT_GROUP; k++) sum += src[k];
-                    ((int32_t *)p.wsum)[at] = 128 * sum;
-                }
             }
         }
 }
@@ -265,10 +259,71 @@ static void amx_rows16(const QuantProduct *p, int panel) {
 #endif
 
 #ifdef VNNI512_KERNELS
-/* Decode, rows 16 * panel .. + 15: the 16 rows' int32 sums in the lanes of one register; per
- * line of the group, 4 activation bytes broadcast to every lane, given each weight's sign
- * (dpbusd multiplies unsigned by signed bytes: |w| times x with w's sign). */
-static void decode_vnni512(const QuantProduct *p, int panel) {
+/* Rows 16 * panel .. + 15 for TOKENS tokens from t0 (1 for decode, 8 for prefill; past T, the
+ * last token again, whose sums are not stored), from a Q8_PACK_UNSIGNED copy: the 16 rows' int32
+ * sums in the lanes of one register per token. Per line of the group (64 bytes: 4 quants + 128
+ * of each row), one dpbusd per token multiplies them by the token's 4 activation quants
+ * broadcast to every lane (dpbusd_four); each token's sums start at -128 x the group's sum of
+ * its quants, which takes the +128 off again: exact integers, the same as the signed product.
+ * Signed weights cost four more operations a line (a broadcast, |w|, x given w's sign: see
+ * vnni512_signed_decode, which this replaced): on AMD Zen 4 (medians of 5 alternating runs)
+ * the decode kernel went from 72.9 to 88.4 GB/s of weights in L2 (`tests/build/kernels q8_0
+ * 512 512 1`); in L3 (7280 x 2048) both read at the cache's speed, 71-72.
+ * With 8 tokens the first pass over the panel asks for the group 4 ahead (2 KB), as
+ * q4_rows16_512 does: `tests/build/kernels q8_0 65536 2048 THREADS 8` (--samples 8's product,
+ * 151 MB) on AMD Zen 4 went from 10.9 to 13.5-14.0 GB/s of weights with 1 thread and 19.2 to
+ * 21.1-22.4 with 2. */
+static inline __attribute__((always_inline)) void vnni512_rows16(const QuantProduct *p, int panel, int t0,
+                                                                 const int TOKENS) {
+    int nb = p->nb, n = nb * QUANT_GROUP, r0 = PANEL_ROWS * panel;
+    const uint8_t *wt = (const uint8_t *)p->wq + (size_t)panel * nb * Q8_PANEL_GROUP;
+    const float *ws = p->ws + (size_t)panel * nb * PANEL_ROWS;
+    const int8_t *xrow[8];
+    const float *xs[8];
+    const int32_t *xsum[8];
+    for (int t = 0; t < TOKENS; t++) {
+        int token = min_int(t0 + t, p->T - 1);
+        xrow[t] = p->xq + (size_t)token * n;
+        xs[t] = p->xs + (size_t)token * nb;
+        xsum[t] = p->xsum + (size_t)token * nb;
+    }
+    __m512 acc[8];
+    for (int t = 0; t < TOKENS; t++) acc[t] = _mm512_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        if (TOKENS > 1 && t0 == 0) { /* the panel's first pass: the group 4 ahead into L1
+                                        (q4_rows16_512 says why), and 16 ahead (8 KB) into L2 */
+            for (int j = 0; j < 8; j++) _mm_prefetch((const char *)(wt + ((size_t)b + 16) * Q8_PANEL_GROUP + 64 * j), _MM_HINT_T2);
+            for (int j = 0; j < 8; j++) _mm_prefetch((const char *)(wt + ((size_t)b + 4) * Q8_PANEL_GROUP + 64 * j), _MM_HINT_T0);
+            _mm_prefetch((const char *)(ws + (b + 4) * PANEL_ROWS), _MM_HINT_T0);
+        } else if (TOKENS > 1 && next_panel_wanted(p, t0, TOKENS)) { /* the last pass: the next panel's group b */
+            for (int j = 0; j < 8; j++) _mm_prefetch((const char *)(wt + ((size_t)nb + b) * Q8_PANEL_GROUP + 64 * j), _MM_HINT_T1);
+            _mm_prefetch((const char *)(ws + (nb + b) * PANEL_ROWS), _MM_HINT_T1);
+        }
+        __m512i dots[8];
+        for (int t = 0; t < TOKENS; t++) dots[t] = _mm512_set1_epi32(-128 * xsum[t][b]);
+        for (int j = 0; j < 8; j++) {
+            __m512i w = _mm512_loadu_si512(wt + ((size_t)b * 8 + j) * 64);
+            for (int t = 0; t < TOKENS; t++) dots[t] = dpbusd_four(dots[t], w, xrow[t] + b * QUANT_GROUP + 4 * j);
+        }
+        __m512 sw = _mm512_loadu_ps(ws + b * PANEL_ROWS);
+        for (int t = 0; t < TOKENS; t++)
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots[t]), _mm512_mul_ps(sw, _mm512_set1_ps(xs[t][b])), acc[t]);
+    }
+    __mmask16 live = first_lanes(p->rows - r0);
+    __m512 bv = p->bias ? _mm512_maskz_loadu_ps(live, p->bias + r0) : _mm512_setzero_ps();
+    for (int t = 0; t < TOKENS && t0 + t < p->T; t++)
+        _mm512_mask_storeu_ps(p->out + (size_t)(t0 + t) * p->rows + r0, live, _mm512_add_ps(acc[t], bv));
+}
+
+static void decode_vnni512(const QuantProduct *p, int panel) { vnni512_rows16(p, panel, 0, 1); }
+static void prefill_vnni512(const QuantProduct *p, int panel) {
+    for (int t0 = 0; t0 < p->T; t0 += 8) vnni512_rows16(p, panel, t0, 8);
+}
+
+/* Decode from a Q8_PACK_SIGNED copy (beside AMX, whose tiles multiply signed by signed): per
+ * line, 4 activation bytes broadcast to every lane and given each weight's sign (dpbusd
+ * multiplies unsigned by signed bytes: |w| times x with w's sign). */
+static void vnni512_signed_decode(const QuantProduct *p, int panel) {
     int nb = p->nb, r0 = PANEL_ROWS * panel;
     const int8_t *wt = (const int8_t *)p->wq + (size_t)panel * nb * Q8_PANEL_GROUP;
     const float *ws = p->ws + (size_t)panel * nb * PANEL_ROWS;
@@ -289,61 +344,6 @@ static void decode_vnni512(const QuantProduct *p, int panel) {
     }
     __m512 bv = p->bias ? _mm512_maskz_loadu_ps(live, p->bias + r0) : _mm512_setzero_ps();
     _mm512_mask_storeu_ps(p->out + r0, live, _mm512_add_ps(acc, bv));
-}
-
-/* Prefill, rows 16 * panel .. + 15 for all T tokens: as decode, 8 tokens at a time sharing each
- * load of weights; the activations come shifted by +128, (T, n), and 128 x the group's weight
- * sum is taken off again (wsum). The first pass over the panel asks for the group 4 ahead (2 KB),
- * as q4_rows16_512 does: `tests/build/kernels q8_0 65536 2048 THREADS 8` (--samples 8's product,
- * 151 MB) on AMD Zen 4 went from 10.9 to 13.5-14.0 GB/s of weights with 1 thread and 19.2 to
- * 21.1-22.4 with 2. */
-static void prefill_vnni512(const QuantProduct *p, int panel) {
-    int nb = p->nb, n = nb * QUANT_GROUP, r0 = PANEL_ROWS * panel, T = p->T;
-    const int8_t *wt = (const int8_t *)p->wq + (size_t)panel * nb * Q8_PANEL_GROUP;
-    const float *ws = p->ws + (size_t)panel * nb * PANEL_ROWS;
-    const int32_t *wc = p->wsum + (size_t)panel * nb * PANEL_ROWS;
-    __mmask16 live = first_lanes(p->rows - r0);
-    __m512 bv = p->bias ? _mm512_maskz_loadu_ps(live, p->bias + r0) : _mm512_setzero_ps();
-    for (int t0 = 0; t0 < T; t0 += 8) {
-        const uint8_t *xrow[8]; /* past T, repeat the last token (its sums are not stored) */
-        const float *xs[8];
-        for (int t = 0; t < 8; t++) {
-            int token = min_int(t0 + t, T - 1);
-            xrow[t] = (const uint8_t *)p->xq + (size_t)token * n;
-            xs[t] = p->xs + (size_t)token * nb;
-        }
-        __m512 acc[8];
-        for (int t = 0; t < 8; t++) acc[t] = _mm512_setzero_ps();
-        for (int b = 0; b < nb; b++) {
-            if (t0 == 0) { /* the panel's first pass: the group 4 ahead into L1 (q4_rows16_512
-                              says why), and 16 ahead (8 KB) into L2 */
-                for (int j = 0; j < 8; j++) _mm_prefetch((const char *)(wt + ((size_t)b + 16) * Q8_PANEL_GROUP + 64 * j), _MM_HINT_T2);
-                for (int j = 0; j < 8; j++) _mm_prefetch((const char *)(wt + ((size_t)b + 4) * Q8_PANEL_GROUP + 64 * j), _MM_HINT_T0);
-                _mm_prefetch((const char *)(ws + (b + 4) * PANEL_ROWS), _MM_HINT_T0);
-                _mm_prefetch((const char *)(wc + (b + 4) * PANEL_ROWS), _MM_HINT_T0);
-            } else if (next_panel_wanted(p, t0, 8)) { /* the last pass: the next panel's group b */
-                for (int j = 0; j < 8; j++) _mm_prefetch((const char *)(wt + ((size_t)nb + b) * Q8_PANEL_GROUP + 64 * j), _MM_HINT_T1);
-                _mm_prefetch((const char *)(ws + (nb + b) * PANEL_ROWS), _MM_HINT_T1);
-                _mm_prefetch((const char *)(wc + (nb + b) * PANEL_ROWS), _MM_HINT_T1);
-            }
-            __m512i start = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_loadu_si512(wc + b * PANEL_ROWS));
-            __m512i dots[8];
-            for (int t = 0; t < 8; t++) dots[t] = start;
-            for (int j = 0; j < 8; j++) {
-                __m512i wv = _mm512_loadu_si512(wt + ((size_t)b * 8 + j) * 64);
-                for (int t = 0; t < 8; t++) {
-                    int32_t four;
-                    memcpy(&four, xrow[t] + b * QUANT_GROUP + 4 * j, 4);
-                    dots[t] = _mm512_dpbusd_epi32(dots[t], _mm512_set1_epi32(four), wv);
-                }
-            }
-            __m512 sw = _mm512_loadu_ps(ws + b * PANEL_ROWS);
-            for (int t = 0; t < 8; t++)
-                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots[t]), _mm512_mul_ps(sw, _mm512_set1_ps(xs[t][b])), acc[t]);
-        }
-        for (int t = 0; t < 8 && t0 + t < T; t++)
-            _mm512_mask_storeu_ps(p->out + (size_t)(t0 + t) * p->rows + r0, live, _mm512_add_ps(acc[t], bv));
-    }
 }
 #endif
 
@@ -463,15 +463,18 @@ static void q8_matmul(float *out, const float *x, const Matrix *w, const float *
             return;
         }
 #endif
-        quantize_rows(scratch->q, scratch->scale, NULL, x, T, n, T > 1 && w->packing == Q8_PACK_VNNI);
+        int32_t *sums = w->packing == Q8_PACK_UNSIGNED ? scratch->sum : NULL; /* weights + 128 */
+        quantize_rows(scratch->q, scratch->scale, sums, x, T, n);
+        p.xsum = sums;
 #if defined(VNNI512_KERNELS)
-        for_each_panel(&p, decode_vnni512, prefill_vnni512);
+        if (sums) for_each_panel(&p, decode_vnni512, prefill_vnni512);
+        else for_each_panel(&p, vnni512_signed_decode, vnni512_signed_decode); /* beside AMX: T = 1 only */
 #elif defined(AVX2_KERNELS)
         for_each_panel(&p, decode_avx2, prefill_avx2);
 #endif
         return;
     }
-    quantize_rows(scratch->q, scratch->scale, NULL, x, T, n, 0);
+    quantize_rows(scratch->q, scratch->scale, NULL, x, T, n);
     quant_matmul_rows(out, w, bias, T, scratch, q8_row_dot);
 }
 

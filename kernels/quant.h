@@ -131,10 +131,10 @@ static inline void quantize_q8(int8_t *q, float *scale, const float *x, int n) {
 }
 
 /* Activations of T tokens quantized row by row: q (T, n), scales (T, n / QUANT_GROUP); with
- * shift_unsigned, the quants stored + 128 as unsigned bytes (for VNNI's dpbusd); with sums,
- * each group's sum of its (signed) quants too, (T, n / QUANT_GROUP), for kernels that multiply
- * weights offset by a constant (q4_0's quant + 8) and take the constant's share off again. */
-static void quantize_rows(int8_t *q, float *scale, int32_t *sums, const float *x, int T, int n, int shift_unsigned) {
+ * sums, each group's sum of its quants too, (T, n / QUANT_GROUP), for kernels that multiply
+ * weights offset by a constant (q4_0's quant + 8, q8_0's + 128 for AVX512-VNNI) and take the
+ * constant's share off again. */
+static void quantize_rows(int8_t *q, float *scale, int32_t *sums, const float *x, int T, int n) {
     int t, nb = n / QUANT_GROUP;
     SPLIT_FOR(T > 1, schedule(static), (t = 0; t < T; t++), {
         int8_t *row = q + (size_t)t * n;
@@ -144,7 +144,6 @@ static void quantize_rows(int8_t *q, float *scale, int32_t *sums, const float *x
             for (int k = 0; k < QUANT_GROUP; k++) sum += row[b * QUANT_GROUP + k];
             sums[(size_t)t * nb + b] = sum;
         }
-        for (int k = 0; shift_unsigned && k < n; k++) row[k] = (int8_t)(uint8_t)(row[k] + 128);
     });
 }
 
@@ -208,10 +207,9 @@ typedef struct {
     int T, rows, nb;      /* tokens, rows of W, groups of QUANT_GROUP per row */
     const int8_t *xq;     /* the activations quantized, in the order the kernel reads */
     const float *xs;      /* their scales */
-    const int32_t *xsum;  /* their groups' sums of quants (q4_0), or NULL */
+    const int32_t *xsum;  /* their groups' sums of quants (T, nb) for offset weights, or NULL */
     const void *wq;       /* the weights' rearranged copy: quants, */
-    const float *ws;      /*   scales (panels, nb, PANEL_ROWS), */
-    const int32_t *wsum;  /*   and for some kernels 128 x each row's group sum, or NULL */
+    const float *ws;      /*   and scales (panels, nb, PANEL_ROWS) */
 } QuantProduct;
 
 /* Every panel of a product: decode (T = 1), the panels split evenly between threads (a pass

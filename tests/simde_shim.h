@@ -120,6 +120,8 @@ static inline simde__m512 shim_mm512_cvtph_ps(__m256i a) {
 
 /* SIMDe's 512-bit types are structs in memory, not registers: no register barrier */
 #define ONE_LOAD(v) (void)(v)
+/* nor the asm that broadcasts a memory operand inside a dpbusd (kernels/simd.h) */
+#define DPBUSD_PORTABLE 1
 
 /* ---- 3. the names the kernels use ------------------------------------------------------------ */
 
