@@ -19,12 +19,14 @@ Llama-shaped one (the Llama family's block: 12 layers, width 768, 12 query heads
 key/value heads, SwiGLU of 2048, a vocabulary of 32000, context 1024); each written through
 export/export.py as f32, q8_0 and q4_0 (cached in tests/bench/out), and the shipped
 models/kjv.bin. The Llama row's share of its ceiling is printed against the 124M row's. For 1 and 2 threads: prefill tok/s for a 128-token prompt and decode tok/s for
-128 greedy tokens, from run's own `timing:` line, median of --runs runs (with the spread, half
+128 greedy tokens, from run's own `timing:` line, median of --runs rounds (with the spread, half
 of max - min); the ceiling: the read bandwidth of a buffer as large as the weight bytes one
 decode step reads (tests/bench/bandwidth.c THREADS BYTES: every matrix, the output head's real
 rows, the vectors; not the embedding table, of which a token reads one row), divided by those
-bytes. A buffer of that size sits in the last-level cache exactly when the model would.
-Then q4_0's decode and prefill as a fraction of q8_0's, from the same run.
+bytes. A buffer of that size sits in the last-level cache exactly when the model would. A
+round runs a shape's formats in turn, each run followed by its read (paired_runs), and every
+ratio is the median of the rounds' own ratios: decode / ceiling, and q4_0's decode and prefill
+as a fraction of q8_0's.
 
 Quality: held-out bits per byte of the shipped model (`run --perplexity` on the books held out
 of training) with its weights as float32, q8_0 and q4_0, and with each key/value cache.
@@ -314,26 +316,40 @@ def run_once(model: Path, prompt: Path, *flags) -> tuple[float, float, float]:
     return float(m[0].split()[2]), float(m[2]), float(m[4])
 
 
-def speed(model: Path, prompt: Path, threads: int, runs: int) -> tuple[list[float], list[float]]:
-    prefill, decode = [], []
+def paired_runs(files: dict[str, Path], per_token: dict[str, int], threads: int,
+                runs: int) -> dict[str, tuple[list[float], list[float], list[float]]]:
+    """Per format of one shape: (prefill tok/s, decode tok/s, read GB/s) of each of `runs` rounds.
+    A round runs every format in turn, each run followed by a read of a buffer as large as its
+    weight bytes per token: a decode's share of its ceiling and q4_0 against q8_0 are then taken
+    within a round, between figures measured seconds apart. This machine's bandwidth drifts by
+    half between minutes (other tenants), which moved ratios of figures measured minutes apart
+    (one read, then the runs) by as much."""
+    out = {dtype: ([], [], []) for dtype in files}
     for _ in range(runs):
-        _, pre, dec = run_once(model, prompt, "--threads", threads)
-        prefill.append(pre)
-        decode.append(dec)
-    return prefill, decode
+        for dtype, path in files.items():
+            _, pre, dec = run_once(path, prompt_of(path, 128), "--threads", threads)
+            out[dtype][0].append(pre)
+            out[dtype][1].append(dec)
+            out[dtype][2].append(bandwidth(threads, per_token[dtype]))
+    return out
+
+
+def median_ratio(a: list[float], b: list[float]) -> float:
+    """The median of a_i / b_i: each round's own ratio."""
+    return statistics.median(x / y for x, y in zip(a, b))
 
 
 def models_table(runs: int, shapes: list[str]) -> None:
-    rows = []
+    groups = []  # (label, {dtype: model})
     for shape in shapes:
         files = cached_shape() if shape == "cached" else gpt2_shape(shape)
         label = "Llama 768, 4 kv heads" if shape == "llama" else f"GPT-2 {shape} shape"
-        rows += [(label, dtype, files[dtype]) for dtype in DTYPES]
+        groups.append((label, {dtype: files[dtype] for dtype in DTYPES}))
     shipped = REPO / "models" / "kjv.bin"
     if shipped.exists():
-        rows.append(("shipped kjv.bin", "f32", shipped))
+        groups.append(("shipped kjv.bin", {"f32": shipped}))
     print(cpu_line())
-    info = sh(RUN, rows[0][2], "--info").stdout.decode()
+    info = sh(RUN, next(iter(groups[0][1].values())), "--info").stdout.decode()
     print(next(line for line in info.splitlines() if line.startswith("kernels:")))
     if "cached" in shapes:
         llc = last_level_cache()
@@ -341,29 +357,35 @@ def models_table(runs: int, shapes: list[str]) -> None:
             f"{dtype} {'x'.join(map(str, cached_layout(dtype, llc)))} (layers x width)" for dtype in DTYPES))
     print(f"read bandwidth of 1 GiB (DRAM): {bandwidth(1):.1f} GB/s with 1 thread, {bandwidth(2):.1f} GB/s with 2 "
           "(tests/build/bandwidth)")
-    print(f"median of {runs} runs (± half the spread); ceiling = read bandwidth of a buffer as large as the "
-          "weight bytes a decode step reads, divided by those bytes; the last column also counts the "
-          "key/value cache a step reads (positions 128-255 attend to 129-255 earlier ones)")
+    print(f"median of {runs} rounds (± half the spread), each round every format of a shape in turn, each run "
+          "followed by a read of a buffer as large as the weight bytes a decode step reads; ceiling = that read's "
+          "GB/s / those bytes; decode / ceiling = the median of each run's own ratio; the last column also counts "
+          "the key/value cache a step reads (positions 128-255 attend to 129-255 earlier ones)")
     print()
     print("| model | weights | weight MB per token | threads | prefill tok/s (128) | decode tok/s (128) "
           "| read GB/s at that size | ceiling tok/s | decode / ceiling | with the cache's MB |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    measured, share = {}, {}
-    for name, dtype, path in rows:
-        per_token = bytes_per_token(path)
-        prompt = prompt_of(path, 128)
-        for threads in (1, 2):
-            pre, dec = speed(path, prompt, threads, runs)
-            measured[name, dtype, threads] = statistics.median(pre), statistics.median(dec)
-            bw = bandwidth(threads, per_token)
-            ceiling = bw * 1e9 / per_token
-            d = statistics.median(dec)
+    ratios, share = {}, {}
+    for name, files in groups:
+        per_token = {dtype: bytes_per_token(path) for dtype, path in files.items()}
+        rounds = {threads: paired_runs(files, per_token, threads, runs) for threads in (1, 2)}
+        for dtype, path in files.items():
             cache = cache_bytes_per_token(path)
-            with_cache = d / (bw * 1e9 / (per_token + cache))
-            share[name, dtype, threads] = d / ceiling
-            print(f"| {name} | {dtype} | {per_token / 1e6:.0f} | {threads} | {statistics.median(pre):.0f} ± "
-                  f"{spread(pre):.0f} | {d:.1f} ± {spread(dec):.1f} | {bw:.1f} | {ceiling:.1f} | {d / ceiling:.0%} "
-                  f"| {with_cache:.0%} (+{cache / 1e6:.0f}) |", flush=True)
+            for threads in (1, 2):
+                pre, dec, bw = rounds[threads][dtype]
+                # decode tok/s x bytes a token = GB/s consumed, against the read right after it
+                of_ceiling = median_ratio([d * per_token[dtype] for d in dec], [r * 1e9 for r in bw])
+                with_cache = median_ratio([d * (per_token[dtype] + cache) for d in dec], [r * 1e9 for r in bw])
+                share[name, dtype, threads] = of_ceiling
+                read = statistics.median(bw)
+                print(f"| {name} | {dtype} | {per_token[dtype] / 1e6:.0f} | {threads} | {statistics.median(pre):.0f} ± "
+                      f"{spread(pre):.0f} | {statistics.median(dec):.1f} ± {spread(dec):.1f} | {read:.1f} ± "
+                      f"{spread(bw):.1f} | {read * 1e9 / per_token[dtype]:.1f} | {of_ceiling:.0%} "
+                      f"| {with_cache:.0%} (+{cache / 1e6:.0f}) |", flush=True)
+        if "q4_0" in files and "q8_0" in files and name.startswith("GPT-2") and "cached" not in name:
+            for threads in (1, 2):
+                q4, q8 = rounds[threads]["q4_0"], rounds[threads]["q8_0"]
+                ratios[name, threads] = median_ratio(q4[1], q8[1]), median_ratio(q4[0], q8[0])
     if "llama" in shapes and "124M" in shapes:
         print()
         print("The Llama-shaped model's decode / ceiling against the GPT-2 124M shape's (same run):")
@@ -374,14 +396,11 @@ def models_table(runs: int, shapes: list[str]) -> None:
                 a, b = share["Llama 768, 4 kv heads", dtype, threads], share["GPT-2 124M shape", dtype, threads]
                 print(f"| {dtype} | {threads} | {a:.0%} | {b:.0%} | {a / b:.2f} |")
     print()
-    print("q4_0 against q8_0, same run (ratios of the medians above):")
+    print("q4_0 against q8_0, same run (the median of each round's ratio: the two ran seconds apart):")
     print("| model | threads | q4_0 / q8_0 decode | q4_0 / q8_0 prefill |")
     print("|---|---|---|---|")
-    for shape in [s for s in shapes if s not in ("llama", "cached")]:
-        name = f"GPT-2 {shape} shape"
-        for threads in (1, 2):
-            q4, q8 = measured[name, "q4_0", threads], measured[name, "q8_0", threads]
-            print(f"| {name} | {threads} | {q4[1] / q8[1]:.2f} | {q4[0] / q8[0]:.2f} |")
+    for (name, threads), (decode, prefill) in ratios.items():
+        print(f"| {name} | {threads} | {decode:.2f} | {prefill:.2f} |")
 
 
 def quality_table() -> None:
