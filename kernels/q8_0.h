@@ -113,8 +113,11 @@ static inline int amx_available(void) { return 0; }
 /* One group of a panel: PANEL_ROWS rows x QUANT_GROUP quants. */
 #define Q8_PANEL_GROUP (PANEL_ROWS * QUANT_GROUP)
 
-/* The copy's layout for this build on this CPU. */
+/* The copy's layout for this build on this CPU, unless tests/test_kernels.c forces one this CPU
+ * would not choose: the signed copy, whose decode kernel AMX machines run, on any AVX-512 CPU. */
+static int forced_q8_packing = -1;
 static int q8_packing(void) {
+    if (forced_q8_packing >= 0) return forced_q8_packing;
     if (amx_available()) return Q8_PACK_SIGNED;
 #if defined(VNNI512_KERNELS)
     return Q8_PACK_UNSIGNED;
@@ -150,12 +153,11 @@ static void q8_packed_parts(const Matrix *m, QuantProduct *p) {
 
 static void q8_pack(Matrix *m, void *dst) {
     int n = m->cols, nb = n / QUANT_GROUP;
-    uint8_t offset = 0;
     m->packed = dst;
     m->packing = q8_packing();
+    uint8_t offset = m->packing == Q8_PACK_UNSIGNED ? 128 : 0;
     QuantProduct p;
     q8_packed_parts(m, &p);
-    if (m->packing == Q8_PACK_UNSIGNED) offset = 128;
     long panel;
 #pragma omp parallel for schedule(static)
     for (panel = 0; panel < (m->rows + PANEL_ROWS - 1) / PANEL_ROWS; panel++)
@@ -266,7 +268,7 @@ static void amx_rows16(const QuantProduct *p, int panel) {
  * broadcast to every lane (dpbusd_four); each token's sums start at -128 x the group's sum of
  * its quants, which takes the +128 off again: exact integers, the same as the signed product.
  * Signed weights cost four more operations a line (a broadcast, |w|, x given w's sign: see
- * vnni512_signed_decode, which this replaced): on AMD Zen 4 (medians of 5 alternating runs)
+ * vnni512_signed_decode, which this replaced where there are no AMX tiles): on AMD Zen 4 (medians of 5 alternating runs)
  * the decode kernel went from 72.9 to 88.4 GB/s of weights in L2 (`tests/build/kernels q8_0
  * 512 512 1`); in L3 (7280 x 2048) both read at the cache's speed, 71-72.
  * With 8 tokens the first pass over the panel asks for the group 4 ahead (2 KB), as

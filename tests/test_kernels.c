@@ -208,6 +208,7 @@ static void check_matmul(int n, int d, int T, int type, int packed) {
     for (int i = 0; i < d; i++) bias[i] = (float)(rng_uniform(&seed) - 0.5);
     const char *how = type == WT_F32 ? "float32" : type == WT_Q4_0 ? "q4_0 " Q4_KERNEL
                     : m.packed ? q8_description() : "q8_0 dot products";
+    const char *copy = type != WT_Q8_0 || !m.packed ? "" : m.packing == Q8_PACK_UNSIGNED ? " (copy: quants + 128)" : " (copy: signed quants)";
     MatmulScratch scratch = {0};
     matmul_scratch_init(&scratch, T, n, type);
     for (int pass = 0; pass < 3; pass++) { /* all T tokens at once (prefill), one by one, as T samples */
@@ -231,8 +232,8 @@ static void check_matmul(int n, int d, int T, int type, int packed) {
                 if (err > worst) worst = err;
             }
         }
-        char what[200];
-        snprintf(what, sizeof what, "matmul %s, n %d, d %d, %s: worst error / sum of |terms|", how, n, d,
+        char what[300];
+        snprintf(what, sizeof what, "matmul %s%s, n %d, d %d, %s: worst error / sum of |terms|", how, copy, n, d,
                  pass == 0 ? (T == 1 ? "1 token" : "prefill") : pass == 1 ? "one token at a time" : "T samples");
         checks++;
         printf("%s %s: %.2e (at most 1e-6)\n", worst <= 1e-6 ? "ok" : "not ok", what, worst);
@@ -348,10 +349,10 @@ static void check_matmul_bits(int n, int d, int T, int type, int packed) {
                                           : decode ? ref_matvec_row(w + (size_t)r * n, x + (size_t)t * n, n, bias[r])
                                                    : ref_prefill_row(w + (size_t)r * n, x + (size_t)t * n, n, bias[r]);
         }
-        char what[200];
+        char what[300];
         snprintf(what, sizeof what, "matmul %s%s, n %d, d %d, %s",
                  type == WT_Q8_0 ? "q8_0" : type == WT_Q4_0 ? "q4_0" : "float32",
-                 m.packed ? " rearranged" : "", n, d, pass == 2 ? "decode of T samples" : decode ? "decode" : "prefill");
+                 !m.packed ? "" : type != WT_Q8_0 ? " rearranged" : m.packing == Q8_PACK_UNSIGNED ? " rearranged, quants + 128" : " rearranged, signed quants", n, d, pass == 2 ? "decode of T samples" : decode ? "decode" : "prefill");
         expect_bits(what, got, want, (size_t)T * d);
         if (T == 1) break;
     }
@@ -1104,6 +1105,16 @@ int main(void) {
         check_matmul(shapes[i][0], shapes[i][1], shapes[i][2], WT_Q4_0, 1);
         check_matmul_bits(shapes[i][0], shapes[i][1], shapes[i][2], WT_Q4_0, 1);
     }
+#ifdef VNNI512_KERNELS
+    /* the signed copy's decode kernel, which AMX machines run beside their tiles (prefill needs
+     * the tiles: one token only) */
+    forced_q8_packing = Q8_PACK_SIGNED;
+    for (int i = 0; i < 3; i++) {
+        check_matmul(shapes[i][0], shapes[i][1], 1, WT_Q8_0, 1);
+        check_matmul_bits(shapes[i][0], shapes[i][1], 1, WT_Q8_0, 1);
+    }
+    forced_q8_packing = -1;
+#endif
     /* q4_0 quants and the group dot by hand: bytes 0x0F (quant 7, then -8 in the high half),
      * activations 1..32: 7 x (1 + ... + 16) - 8 x (17 + ... + 32) = 952 - 3136 = -2184 */
     uint8_t g4[16];
