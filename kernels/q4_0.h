@@ -223,19 +223,11 @@ static void q4_rows16(const QuantProduct *p, int panel, int t0, int tokens) {
  * 15.3 to 16.2-18.0 with 2 (decode: 27-31). */
 static inline __attribute__((always_inline)) void q4_rows16_512(const QuantProduct *p, int panel, int t0,
                                                                 const int TOKENS) {
-    int nb = p->nb, n = nb * QUANT_GROUP, r0 = PANEL_ROWS * panel;
+    int nb = p->nb, r0 = PANEL_ROWS * panel;
     const uint8_t *wt = (const uint8_t *)p->wq + (size_t)panel * nb * Q4_PANEL_GROUP;
     const float *ws = p->ws + (size_t)panel * nb * PANEL_ROWS;
     const __m512i low4 = _mm512_set1_epi8(15);
-    const int8_t *xrow[8];
-    const float *xs[8];
-    const int32_t *xsum[8];
-    for (int t = 0; t < TOKENS; t++) {
-        int token = min_int(t0 + t, p->T - 1);
-        xrow[t] = p->xq + (size_t)token * n;
-        xs[t] = p->xs + (size_t)token * nb;
-        xsum[t] = p->xsum + (size_t)token * nb;
-    }
+    PanelTokens x = panel_tokens(p, t0, TOKENS);
     __m512 acc[8];
     for (int t = 0; t < TOKENS; t++) acc[t] = _mm512_setzero_ps();
     for (int b = 0; b < nb; b++) {
@@ -249,7 +241,7 @@ static inline __attribute__((always_inline)) void q4_rows16_512(const QuantProdu
         }
         __m512i dlo[8], dhi[8];
         for (int t = 0; t < TOKENS; t++) {
-            dlo[t] = _mm512_set1_epi32(-8 * xsum[t][b]);
+            dlo[t] = _mm512_set1_epi32(-8 * x.sum[t][b]);
             dhi[t] = _mm512_setzero_si512();
         }
         for (int k = 0; k < 4; k++) {
@@ -257,7 +249,7 @@ static inline __attribute__((always_inline)) void q4_rows16_512(const QuantProdu
             ONE_LOAD(v);
             __m512i a = _mm512_and_si512(v, low4), c = _mm512_andnot_si512(low4, v); /* c: 16 x the high nibbles */
             for (int t = 0; t < TOKENS; t++) {
-                const int8_t *first = xrow[t] + b * QUANT_GROUP + 4 * k; /* activation quants 4k..4k+3 */
+                const int8_t *first = x.q[t] + b * QUANT_GROUP + 4 * k; /* activation quants 4k..4k+3 */
                 dlo[t] = dpbusd_four(dlo[t], a, first);
                 dhi[t] = dpbusd_four(dhi[t], c, first + 16); /* and 16+4k..16+4k+3 */
             }
@@ -265,12 +257,9 @@ static inline __attribute__((always_inline)) void q4_rows16_512(const QuantProdu
         __m512 sw = _mm512_loadu_ps(ws + b * PANEL_ROWS);
         for (int t = 0; t < TOKENS; t++)
             acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(dlo[t], _mm512_srai_epi32(dhi[t], 4))),
-                                     _mm512_mul_ps(sw, _mm512_set1_ps(xs[t][b])), acc[t]);
+                                     _mm512_mul_ps(sw, _mm512_set1_ps(x.scale[t][b])), acc[t]);
     }
-    __mmask16 live = first_lanes(p->rows - r0);
-    __m512 bv = p->bias ? _mm512_maskz_loadu_ps(live, p->bias + r0) : _mm512_setzero_ps();
-    for (int t = 0; t < TOKENS && t0 + t < p->T; t++)
-        _mm512_mask_storeu_ps(p->out + (size_t)(t0 + t) * p->rows + r0, live, _mm512_add_ps(acc[t], bv));
+    store_rows16_512(p, r0, t0, TOKENS, acc);
 }
 #endif
 

@@ -277,18 +277,10 @@ static void amx_rows16(const QuantProduct *p, int panel) {
  * 21.1-22.4 with 2. */
 static inline __attribute__((always_inline)) void vnni512_rows16(const QuantProduct *p, int panel, int t0,
                                                                  const int TOKENS) {
-    int nb = p->nb, n = nb * QUANT_GROUP, r0 = PANEL_ROWS * panel;
+    int nb = p->nb, r0 = PANEL_ROWS * panel;
     const uint8_t *wt = (const uint8_t *)p->wq + (size_t)panel * nb * Q8_PANEL_GROUP;
     const float *ws = p->ws + (size_t)panel * nb * PANEL_ROWS;
-    const int8_t *xrow[8];
-    const float *xs[8];
-    const int32_t *xsum[8];
-    for (int t = 0; t < TOKENS; t++) {
-        int token = min_int(t0 + t, p->T - 1);
-        xrow[t] = p->xq + (size_t)token * n;
-        xs[t] = p->xs + (size_t)token * nb;
-        xsum[t] = p->xsum + (size_t)token * nb;
-    }
+    PanelTokens x = panel_tokens(p, t0, TOKENS);
     __m512 acc[8];
     for (int t = 0; t < TOKENS; t++) acc[t] = _mm512_setzero_ps();
     for (int b = 0; b < nb; b++) {
@@ -302,19 +294,16 @@ static inline __attribute__((always_inline)) void vnni512_rows16(const QuantProd
             _mm_prefetch((const char *)(ws + (nb + b) * PANEL_ROWS), _MM_HINT_T1);
         }
         __m512i dots[8];
-        for (int t = 0; t < TOKENS; t++) dots[t] = _mm512_set1_epi32(-128 * xsum[t][b]);
+        for (int t = 0; t < TOKENS; t++) dots[t] = _mm512_set1_epi32(-128 * x.sum[t][b]);
         for (int j = 0; j < 8; j++) {
             __m512i w = _mm512_loadu_si512(wt + ((size_t)b * 8 + j) * 64);
-            for (int t = 0; t < TOKENS; t++) dots[t] = dpbusd_four(dots[t], w, xrow[t] + b * QUANT_GROUP + 4 * j);
+            for (int t = 0; t < TOKENS; t++) dots[t] = dpbusd_four(dots[t], w, x.q[t] + b * QUANT_GROUP + 4 * j);
         }
         __m512 sw = _mm512_loadu_ps(ws + b * PANEL_ROWS);
         for (int t = 0; t < TOKENS; t++)
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots[t]), _mm512_mul_ps(sw, _mm512_set1_ps(xs[t][b])), acc[t]);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots[t]), _mm512_mul_ps(sw, _mm512_set1_ps(x.scale[t][b])), acc[t]);
     }
-    __mmask16 live = first_lanes(p->rows - r0);
-    __m512 bv = p->bias ? _mm512_maskz_loadu_ps(live, p->bias + r0) : _mm512_setzero_ps();
-    for (int t = 0; t < TOKENS && t0 + t < p->T; t++)
-        _mm512_mask_storeu_ps(p->out + (size_t)(t0 + t) * p->rows + r0, live, _mm512_add_ps(acc[t], bv));
+    store_rows16_512(p, r0, t0, TOKENS, acc);
 }
 
 static void decode_vnni512(const QuantProduct *p, int panel) { vnni512_rows16(p, panel, 0, 1); }
@@ -329,7 +318,6 @@ static void vnni512_signed_decode(const QuantProduct *p, int panel) {
     int nb = p->nb, r0 = PANEL_ROWS * panel;
     const int8_t *wt = (const int8_t *)p->wq + (size_t)panel * nb * Q8_PANEL_GROUP;
     const float *ws = p->ws + (size_t)panel * nb * PANEL_ROWS;
-    __mmask16 live = first_lanes(p->rows - r0);
     __m512 acc = _mm512_setzero_ps();
     for (int b = 0; b < nb; b++) {
         __m512i dots = _mm512_setzero_si512();
@@ -344,8 +332,7 @@ static void vnni512_signed_decode(const QuantProduct *p, int panel) {
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), _mm512_mul_ps(_mm512_loadu_ps(ws + b * PANEL_ROWS),
                                                                        _mm512_set1_ps(p->xs[b])), acc);
     }
-    __m512 bv = p->bias ? _mm512_maskz_loadu_ps(live, p->bias + r0) : _mm512_setzero_ps();
-    _mm512_mask_storeu_ps(p->out + r0, live, _mm512_add_ps(acc, bv));
+    store_rows16_512(p, r0, 0, 1, &acc);
 }
 #endif
 

@@ -238,6 +238,37 @@ static inline int next_panel_wanted(const QuantProduct *p, int t0, int tokens) {
     return p->T > 1 && p->T <= FEW_TOKENS && t0 + tokens >= p->T;
 }
 
+#if defined(__AVX512F__)
+/* Tokens t0..t0+tokens-1 (at most 8) of a product as the 512-bit panel kernels read them: each
+ * one's activation quants, scales and group sums; past T, the last token again (the kernels
+ * compute it and store_rows16_512 leaves it out). */
+typedef struct {
+    const int8_t *q[8];
+    const float *scale[8];
+    const int32_t *sum[8];
+} PanelTokens;
+
+static inline __attribute__((always_inline)) PanelTokens panel_tokens(const QuantProduct *p, int t0, int tokens) {
+    PanelTokens x;
+    for (int t = 0; t < tokens; t++) {
+        size_t token = (size_t)min_int(t0 + t, p->T - 1);
+        x.q[t] = p->xq + token * p->nb * QUANT_GROUP;
+        x.scale[t] = p->xs + token * p->nb;
+        x.sum[t] = p->xsum ? p->xsum + token * p->nb : NULL;
+    }
+    return x;
+}
+
+/* The sums of rows r0..r0+15 (one per lane of acc[t]) for tokens t0..t0+tokens-1, plus the
+ * bias, into the output; rows past the bottom of W and tokens past T are not stored. */
+static inline void store_rows16_512(const QuantProduct *p, int r0, int t0, int tokens, const __m512 *acc) {
+    __mmask16 live = first_lanes(p->rows - r0);
+    __m512 bv = p->bias ? _mm512_maskz_loadu_ps(live, p->bias + r0) : _mm512_setzero_ps();
+    for (int t = 0; t < tokens && t0 + t < p->T; t++)
+        _mm512_mask_storeu_ps(p->out + (size_t)(t0 + t) * p->rows + r0, live, _mm512_add_ps(acc[t], bv));
+}
+#endif
+
 #if defined(__AVX2__)
 /* The sums of rows r0..r0+15 for tokens t0..t0+tokens-1, rows 0-7 in lo[t] and 8-15 in hi[t],
  * plus the bias, into the output; rows past the bottom of W are not stored. */
