@@ -1,7 +1,8 @@
 /* tests/bench/kernels.c: the decode kernels alone, against a plain read of the same bytes.
  *
  * usage: kernels FORMAT ROWS COLS THREADS [TOKENS]   (FORMAT f32, q8_0 or q4_0)
- *        kernels attention f16|f32 POS [HEADS]
+ *        kernels layers FORMAT LAYERS WIDTH THREADS
+ *        kernels attention f16|f32|q8_0 POS [HEADS]
  *
  * A weight matrix of ROWS x COLS with random values in FORMAT, prepared as run's loader prepares
  * it (q8_0 and q4_0: rearranged for this build's kernels), then matmul() of one token (a decode
@@ -11,6 +12,10 @@
  * at which it consumes them (best of 5 rounds). tests/bench/bench.py sets this beside
  * tests/build/bandwidth's read of a buffer of the same size: a matrix that fits the cache shows
  * the kernel's own speed, one that does not, memory's.
+ *
+ * `kernels layers FORMAT LAYERS WIDTH THREADS`: the same for the four matrices of each of LAYERS
+ * GPT-2 layers of WIDTH, one after another as a decode step takes them (layers_bench): the bytes
+ * of all and the GB/s, where a whole model's matrices outgrow the cache.
  *
  * `kernels attention CACHE POS [HEADS]`: attention_heads() of one decode query of HEADS heads
  * (default 2, as a decode step hands a thread; 1: a head alone) of 64 dimensions at position POS,
@@ -76,59 +81,113 @@ static int attention_bench(int argc, char **argv) {
     return 0;
 }
 
-int main(int argc, char **argv) {
-    if (argc > 1 && !strcmp(argv[1], "attention")) return attention_bench(argc, argv);
-    if (argc != 5 && argc != 6) die("usage: kernels f32|q8_0|q4_0 ROWS COLS THREADS [TOKENS]");
-    int type = !strcmp(argv[1], "f32") ? WT_F32 : !strcmp(argv[1], "q8_0") ? WT_Q8_0 : !strcmp(argv[1], "q4_0") ? WT_Q4_0 : -1;
-    int rows = atoi(argv[2]), cols = atoi(argv[3]), threads = atoi(argv[4]), tokens = argc == 6 ? atoi(argv[5]) : 1;
-    if (type < 0 || rows < 16 || cols < 32 || cols % 32 || threads < 1 || tokens < 1 || tokens > 64) die("bad arguments");
-    omp_set_num_threads(threads);
+/* A random matrix of ROWS x COLS in format type, its data as run's loader holds it (not yet
+ * rearranged: prepare_weights does that for a list). */
+static Matrix random_matrix(int type, int rows, int cols) {
     size_t values = (size_t)rows * cols;
     Matrix m = {.type = type, .rows = rows, .cols = cols};
-    float *f = NULL, *scale = NULL;
-    int8_t *q8 = NULL;
-    uint8_t *q4 = NULL;
     if (type == WT_F32) {
         /* aligned as run's file mapping places a tensor (model.h: TENSOR_ALIGN); malloc's 16
          * bytes would split a vector load in four across two cache lines */
+        float *f;
         if (posix_memalign((void **)&f, TENSOR_ALIGN, values * sizeof(float))) die("out of memory");
         for (size_t i = 0; i < values; i++) f[i] = next_value();
         m.f32 = f;
-    } else {
-        scale = malloc(values / 32 * sizeof(float));
-        for (size_t i = 0; i < values / 32; i++) scale[i] = (float)(next() % 1000 + 1) * 1e-5f;
-        m.scale = scale;
-        if (type == WT_Q8_0) {
-            q8 = malloc(values);
-            for (size_t i = 0; i < values; i++) q8[i] = (int8_t)(next() % 255 - 127);
-            m.q8 = q8;
-        } else {
-            q4 = malloc(values / 2);
-            for (size_t i = 0; i < values / 2; i++) q4[i] = (uint8_t)next();
-            m.q4 = q4;
-        }
+        return m;
     }
-    Matrix *list[1] = {&m};
-    size_t copy_bytes = prepare_weights(list, 1, NULL);
-    void *copy = copy_bytes ? malloc_or_die(copy_bytes, "the copy") : NULL; /* as run.c allocates it */
-    if (copy) prepare_weights(list, 1, copy);
-    /* what one product reads: float32 values, or the quants and one float scale per 32 (of the
-     * copy's whole panels of 16 rows where there is a copy; not q8_0's group sums, which only
-     * its prefill reads) */
-    size_t stored = copy_bytes ? panel_rows(rows) * (size_t)cols : values;
-    size_t bytes = type == WT_F32 ? values * sizeof(float) : stored / (type == WT_Q4_0 ? 2 : 1) + stored / 32 * 4;
-    float *x = malloc((size_t)tokens * cols * sizeof(float)), *out = malloc((size_t)tokens * rows * sizeof(float));
-    for (int i = 0; i < tokens * cols; i++) x[i] = next_value();
+    float *scale = malloc(values / 32 * sizeof(float));
+    if (!scale) die("out of memory");
+    for (size_t i = 0; i < values / 32; i++) scale[i] = (float)(next() % 1000 + 1) * 1e-5f;
+    m.scale = scale;
+    if (type == WT_Q8_0) {
+        int8_t *q8 = malloc(values);
+        if (!q8) die("out of memory");
+        for (size_t i = 0; i < values; i++) q8[i] = (int8_t)(next() % 255 - 127);
+        m.q8 = q8;
+    } else {
+        uint8_t *q4 = malloc(values / 2);
+        if (!q4) die("out of memory");
+        for (size_t i = 0; i < values / 2; i++) q4[i] = (uint8_t)next();
+        m.q4 = q4;
+    }
+    return m;
+}
+
+/* The matrices of list rearranged for this build's kernels, as run.c does at load (one copy for
+ * all, from malloc_or_die); returns the bytes one product of each reads: float32 values, or the
+ * quants and one float scale per 32 (of the copy's whole panels of 16 rows where there is a copy;
+ * not q8_0's group sums, which only its prefill reads). */
+static size_t prepare_all(Matrix **list, int n) {
+    size_t copy_bytes = prepare_weights(list, n, NULL), bytes = 0;
+    void *copy = copy_bytes ? malloc_or_die(copy_bytes, "the copy") : NULL;
+    if (copy) prepare_weights(list, n, copy);
+    for (int i = 0; i < n; i++) {
+        const Matrix *m = list[i];
+        size_t values = (size_t)m->rows * m->cols, stored = copy_bytes ? panel_rows(m->rows) * (size_t)m->cols : values;
+        bytes += m->type == WT_F32 ? values * sizeof(float) : stored / (m->type == WT_Q4_0 ? 2 : 1) + stored / 32 * 4;
+    }
+    return bytes;
+}
+
+static int format_of(const char *name) {
+    return !strcmp(name, "f32") ? WT_F32 : !strcmp(name, "q8_0") ? WT_Q8_0 : !strcmp(name, "q4_0") ? WT_Q4_0 : -1;
+}
+
+/* The products of matrices ms[0..n) one after another, one token each, repeated (about 2 GB a
+ * round): GB/s of weights consumed, best of 5 rounds. */
+static double products_gbs(Matrix *ms, int n, size_t bytes, int tokens) {
+    int widest = 0, tallest = 0;
+    for (int i = 0; i < n; i++) widest = ms[i].cols > widest ? ms[i].cols : widest, tallest = ms[i].rows > tallest ? ms[i].rows : tallest;
+    float *x = malloc((size_t)tokens * widest * sizeof(float)), *out = malloc((size_t)tokens * tallest * sizeof(float));
+    if (!x || !out) die("out of memory");
+    for (int i = 0; i < tokens * widest; i++) x[i] = next_value();
     MatmulScratch scratch = {0};
-    if (!matmul_scratch_init(&scratch, tokens, cols, type)) die("out of memory");
-    int reps = (int)(2e9 / (double)bytes) + 1; /* about 2 GB a round */
+    if (!matmul_scratch_init(&scratch, tokens, widest, ms[0].type)) die("out of memory");
+    int reps = (int)(2e9 / (double)bytes) + 1;
     double best = 0.0;
     for (int round = 0; round < 6; round++) {
         double t0 = now_seconds();
-        for (int r = 0; r < reps; r++) matmul(out, x, &m, NULL, tokens, 1, &scratch);
+        for (int r = 0; r < reps; r++)
+            for (int i = 0; i < n; i++) matmul(out, x, &ms[i], NULL, tokens, 1, &scratch);
         double gbs = (double)bytes * reps / (now_seconds() - t0) / 1e9;
         if (round > 0 && gbs > best) best = gbs; /* round 0 warms the caches */
     }
-    printf("%zu %.2f\n", bytes, best);
+    return best;
+}
+
+/* `kernels layers FORMAT LAYERS WIDTH THREADS`: the four matrices of each of LAYERS GPT-2 layers
+ * of WIDTH (query/key/value 3W x W, projection W x W, feed-forward 4W x W and W x 4W), in the
+ * order a decode step takes them, each its own random weights: the kernels as a model's step
+ * feeds them, short matrices one after another, with the working set growing with LAYERS. */
+static int layers_bench(int argc, char **argv) {
+    if (argc != 6) die("usage: kernels layers f32|q8_0|q4_0 LAYERS WIDTH THREADS");
+    int type = format_of(argv[2]), layers = atoi(argv[3]), width = atoi(argv[4]), threads = atoi(argv[5]);
+    if (type < 0 || layers < 1 || layers > 1000 || width < 32 || width > 16384 || width % 32 || threads < 1) die("bad arguments");
+    omp_set_num_threads(threads);
+    int shapes[4][2] = {{3 * width, width}, {width, width}, {4 * width, width}, {width, 4 * width}};
+    Matrix *ms = malloc((size_t)layers * 4 * sizeof(Matrix));
+    Matrix **list = malloc((size_t)layers * 4 * sizeof(Matrix *));
+    if (!ms || !list) die("out of memory");
+    for (int i = 0; i < layers * 4; i++) {
+        ms[i] = random_matrix(type, shapes[i % 4][0], shapes[i % 4][1]);
+        list[i] = &ms[i];
+    }
+    size_t bytes = prepare_all(list, layers * 4);
+    printf("%zu %.2f\n", bytes, products_gbs(ms, layers * 4, bytes, 1));
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "attention")) return attention_bench(argc, argv);
+    if (argc > 1 && !strcmp(argv[1], "layers")) return layers_bench(argc, argv);
+    if (argc != 5 && argc != 6) die("usage: kernels f32|q8_0|q4_0 ROWS COLS THREADS [TOKENS]");
+    int type = format_of(argv[1]);
+    int rows = atoi(argv[2]), cols = atoi(argv[3]), threads = atoi(argv[4]), tokens = argc == 6 ? atoi(argv[5]) : 1;
+    if (type < 0 || rows < 16 || cols < 32 || cols % 32 || threads < 1 || tokens < 1 || tokens > 64) die("bad arguments");
+    omp_set_num_threads(threads);
+    Matrix m = random_matrix(type, rows, cols);
+    Matrix *list[1] = {&m};
+    size_t bytes = prepare_all(list, 1);
+    printf("%zu %.2f\n", bytes, products_gbs(&m, 1, bytes, tokens));
     return 0;
 }
