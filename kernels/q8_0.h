@@ -268,9 +268,10 @@ static void amx_rows16(const QuantProduct *p, int panel) {
  * broadcast to every lane (dpbusd_four); each token's sums start at -128 x the group's sum of
  * its quants, which takes the +128 off again: exact integers, the same as the signed product.
  * Signed weights cost four more operations a line (a broadcast, |w|, x given w's sign: see
- * vnni512_signed_decode, which this replaced where there are no AMX tiles): on AMD Zen 4 (medians of 5 alternating runs)
- * the decode kernel went from 72.9 to 88.4 GB/s of weights in L2 (`tests/build/kernels q8_0
- * 512 512 1`); in L3 (7280 x 2048) both read at the cache's speed, 71-72.
+ * vnni512_signed_decode, which this replaced where there are no AMX tiles): on AMD Zen 4
+ * (medians of 5 alternating runs) the decode kernel went from 72.9 to 88.4 GB/s of weights in
+ * L2 (`tests/build/kernels q8_0 512 512 1`); in L3 (7280 x 2048) both read at the cache's
+ * speed, 71-72.
  * With 8 tokens the first pass over the panel asks for the group 4 ahead (2 KB), as
  * q4_rows16_512 does: `tests/build/kernels q8_0 65536 2048 THREADS 8` (--samples 8's product,
  * 151 MB) on AMD Zen 4 went from 10.9 to 13.5-14.0 GB/s of weights with 1 thread and 19.2 to

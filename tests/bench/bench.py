@@ -316,7 +316,7 @@ def run_once(model: Path, prompt: Path, *flags) -> tuple[float, float, float]:
     return float(m[0].split()[2]), float(m[2]), float(m[4])
 
 
-def paired_runs(files: dict[str, Path], per_token: dict[str, int], threads: int,
+def paired_runs(files: dict[str, Path], prompts: dict[str, Path], per_token: dict[str, int], threads: int,
                 runs: int) -> dict[str, tuple[list[float], list[float], list[float]]]:
     """Per format of one shape: (prefill tok/s, decode tok/s, read GB/s) of each of `runs` rounds.
     A round runs every format in turn, each run followed by a read of a buffer as large as its
@@ -327,7 +327,7 @@ def paired_runs(files: dict[str, Path], per_token: dict[str, int], threads: int,
     out = {dtype: ([], [], []) for dtype in files}
     for _ in range(runs):
         for dtype, path in files.items():
-            _, pre, dec = run_once(path, prompt_of(path, 128), "--threads", threads)
+            _, pre, dec = run_once(path, prompts[dtype], "--threads", threads)
             out[dtype][0].append(pre)
             out[dtype][1].append(dec)
             out[dtype][2].append(bandwidth(threads, per_token[dtype]))
@@ -340,16 +340,16 @@ def median_ratio(a: list[float], b: list[float]) -> float:
 
 
 def models_table(runs: int, shapes: list[str]) -> None:
-    groups = []  # (label, {dtype: model})
+    groups = []  # (shape, label, {dtype: model})
     for shape in shapes:
         files = cached_shape() if shape == "cached" else gpt2_shape(shape)
         label = "Llama 768, 4 kv heads" if shape == "llama" else f"GPT-2 {shape} shape"
-        groups.append((label, {dtype: files[dtype] for dtype in DTYPES}))
+        groups.append((shape, label, {dtype: files[dtype] for dtype in DTYPES}))
     shipped = REPO / "models" / "kjv.bin"
     if shipped.exists():
-        groups.append(("shipped kjv.bin", {"f32": shipped}))
+        groups.append(("shipped", "shipped kjv.bin", {"f32": shipped}))
     print(cpu_line())
-    info = sh(RUN, next(iter(groups[0][1].values())), "--info").stdout.decode()
+    info = sh(RUN, next(iter(groups[0][2].values())), "--info").stdout.decode()
     print(next(line for line in info.splitlines() if line.startswith("kernels:")))
     if "cached" in shapes:
         llc = last_level_cache()
@@ -366,9 +366,10 @@ def models_table(runs: int, shapes: list[str]) -> None:
           "| read GB/s at that size | ceiling tok/s | decode / ceiling | with the cache's MB |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     ratios, share = {}, {}
-    for name, files in groups:
+    for shape, name, files in groups:
         per_token = {dtype: bytes_per_token(path) for dtype, path in files.items()}
-        rounds = {threads: paired_runs(files, per_token, threads, runs) for threads in (1, 2)}
+        prompts = {dtype: prompt_of(path, 128) for dtype, path in files.items()}
+        rounds = {threads: paired_runs(files, prompts, per_token, threads, runs) for threads in (1, 2)}
         for dtype, path in files.items():
             cache = cache_bytes_per_token(path)
             for threads in (1, 2):
@@ -382,7 +383,7 @@ def models_table(runs: int, shapes: list[str]) -> None:
                       f"{spread(pre):.0f} | {statistics.median(dec):.1f} ± {spread(dec):.1f} | {read:.1f} ± "
                       f"{spread(bw):.1f} | {read * 1e9 / per_token[dtype]:.1f} | {of_ceiling:.0%} "
                       f"| {with_cache:.0%} (+{cache / 1e6:.0f}) |", flush=True)
-        if "q4_0" in files and "q8_0" in files and name.startswith("GPT-2") and "cached" not in name:
+        if shape in SHAPES and shape != "llama":  # the GPT-2 shapes of several sizes
             for threads in (1, 2):
                 q4, q8 = rounds[threads]["q4_0"], rounds[threads]["q8_0"]
                 ratios[name, threads] = median_ratio(q4[1], q8[1]), median_ratio(q4[0], q8[0])

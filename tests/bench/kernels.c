@@ -115,8 +115,8 @@ static Matrix random_matrix(int type, int rows, int cols) {
 
 /* The matrices of list rearranged for this build's kernels, as run.c does at load (one copy for
  * all, from malloc_or_die); returns the bytes one product of each reads: float32 values, or the
- * quants and one float scale per 32 (of the copy's whole panels of 16 rows where there is a copy;
- * not q8_0's group sums, which only its prefill reads). */
+ * quants and one float scale per 32 (of the copy's whole panels of 16 rows where there is a
+ * copy). */
 static size_t prepare_all(Matrix **list, int n) {
     size_t copy_bytes = prepare_weights(list, n, NULL), bytes = 0;
     void *copy = copy_bytes ? malloc_or_die(copy_bytes, "the copy") : NULL;
