@@ -6,8 +6,7 @@ WARN := -std=c11 -Wall -Wextra -Wshadow -Wno-unknown-pragmas
 # OpenMP when the compiler has it; run.c also builds without it (one thread).
 OPENMP := $(shell echo 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo -fopenmp)
 SOURCES := run.c tokenizer.c
-HEADERS := model.h unicode_tables.h unicode_nfc.h util.h load.h kv_cache.h cli.h sampler.h attention_page.h \
-           $(wildcard kernels/*.h)
+HEADERS := $(wildcard *.h kernels/*.h kernels/*/*.h)
 MODEL ?= models/kjv.bin
 # The program's file is named by its absolute path so that `make run` can mean "build and run".
 BIN := $(CURDIR)/run

@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "model.h"
+#include "tokenizer.h"
 
 /* A heatmap per head stays readable up to this many tokens. */
 #define ATTENTION_MAX_TOKENS 64

@@ -1,4 +1,4 @@
-/* cli.h: the command line: the options (README.md's table), their checks, and reading the
+/* cli.h: the command line: the options (docs/cli.md's table), their checks, and reading the
  * prompt and other files. Every bad value or combination is a one-line error. */
 #ifndef CLI_H
 #define CLI_H
@@ -14,8 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "generate.h"
+#include "kernels/heads.h"
 #include "model.h"
 
 #define RUN_VERSION "0.9.0"
@@ -122,18 +125,16 @@ typedef struct {
     const char *model_path;
     const char *prompt, *prompt_file;
     const char *logits_path, *perplexity_path, *attention_path;
-    long max_new, top_k, threads, block, keep, repeat_last, samples, ctx;
-    double temperature, top_p, repeat_penalty;
-    uint64_t seed;
-    int have_seed, ignore_eos, tokenize, ids_only, info, no_echo, special;
-    const char *cache;            /* --cache: "f16" (the default), "f32" or "q8_0" */
-    const char **stop;
-    int n_stop;
+    long threads, block, ctx;
+    int tokenize, ids_only, info;
+    CacheType cache;              /* --cache */
+    GenerateOptions gen;          /* generation's options, and how every mode tokenizes the prompt */
     /* for refusing combinations */
     const char *mode;             /* the tool mode, or NULL for generation */
     const char *generation_flag;  /* the first flag given that only generation uses, or NULL */
     int block_given;              /* --block: only modes that run the model use it */
     int cache_given;              /* --cache: likewise */
+    int special;                  /* --special */
 } Options;
 
 enum { OPT_BLOCK = 255, OPT_THREADS = 256, OPT_IGNORE_EOS, OPT_TOKENIZE, OPT_IDS, OPT_PERPLEXITY, OPT_ATTENTION,
@@ -162,9 +163,95 @@ static int takes_prompt(const Options *o) {
     return !o->mode || o->tokenize || o->attention_path || o->logits_path;
 }
 
+static uint64_t parse_seed(const char *s) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (!*s || *end || *s == '-') die("-s/--seed needs a whole number from 0 to 2^64-1, got '%s'", s);
+    if (errno == ERANGE) die("-s/--seed must be between 0 and 2^64-1, got %s", s);
+    return v;
+}
+
+static CacheType parse_cache(const char *s) {
+    for (int type = 0; type < CACHE_TYPES; type++)
+        if (strcmp(s, cache_types[type].name) == 0) return (CacheType)type;
+    die("--cache needs f16, f32 or q8_0, got '%s'", s);
+}
+
+static void add_stop(GenerateOptions *g, const char *s) {
+    size_t n = strlen(s);
+    if (n == 0 || n > 256) die("--stop needs a string of 1 to 256 bytes, got %zu bytes", n);
+    const char **more = realloc(g->stop, (size_t)(g->n_stop + 1) * sizeof *more);
+    if (!more) die("out of memory for the stop strings");
+    g->stop = more;
+    g->stop[g->n_stop++] = s;
+}
+
+/* One option of generation (its value arg); returns 0 when opt is not one. */
+static int generation_option(GenerateOptions *g, int opt, const char *arg, int *have_seed) {
+    switch (opt) {
+    case 'n': g->max_new = parse_long("-n/--max-new-tokens", arg, 0, LONG_MAX / 2); break;
+    case 't': g->temperature = parse_double("-t/--temperature", arg, 0.0, 1e6, NULL); break;
+    case 'k': g->top_k = (int)parse_long("-k/--top-k", arg, 0, INT_MAX); break;
+    case 'p': g->top_p = parse_double("-p/--top-p", arg, 1e-9, 1.0, " (the prompt is given with -i TEXT)"); break;
+    case 's': g->seed = parse_seed(arg); *have_seed = 1; break;
+    case OPT_IGNORE_EOS: g->ignore_eos = 1; break;
+    case OPT_STOP: add_stop(g, arg); break;
+    case OPT_KEEP: g->keep = parse_long("--keep", arg, 0, INT_MAX); break;
+    case OPT_REPEAT_PENALTY: g->repeat_penalty = parse_double("--repeat-penalty", arg, 1e-3, 1e3, NULL); break;
+    case OPT_REPEAT_LAST: g->repeat_last = parse_long("--repeat-last", arg, 1, INT_MAX); break;
+    case OPT_NO_ECHO: g->echo = 0; break;
+    case OPT_SAMPLES: g->samples = (int)parse_long("--samples", arg, 1, 1L << 30); break;
+    default: return 0;
+    }
+    return 1;
+}
+
+/* One option of the modes, the model and the run (its value arg); exits for --help and --version. */
+static void run_option(Options *o, int opt, const char *arg, char **argv, int max_block) {
+    switch (opt) {
+    case 'i': o->prompt = arg; break;
+    case 'f': o->prompt_file = arg; break;
+    case OPT_THREADS: o->threads = parse_long("--threads", arg, 1, 1024); break;
+    case OPT_BLOCK: o->block = parse_long("--block", arg, 1, max_block); o->block_given = 1; break;
+    case 'c': o->ctx = parse_long("-c/--ctx", arg, 1, 1L << 20); break;
+    case OPT_CACHE: o->cache = parse_cache(arg); o->cache_given = 1; break;
+    case OPT_TOKENIZE: set_mode(o, "--tokenize"); o->tokenize = 1; break;
+    case OPT_IDS: o->ids_only = 1; break;
+    case OPT_SPECIAL: o->special = 1; break;
+    case OPT_PERPLEXITY: set_mode(o, "--perplexity"); o->perplexity_path = arg; break;
+    case OPT_ATTENTION: set_mode(o, "--attention"); o->attention_path = arg; break;
+    case OPT_INFO: set_mode(o, "--info"); o->info = 1; break;
+    case OPT_LOGITS: set_mode(o, "--logits"); o->logits_path = arg; break;
+    case 'h': usage(stdout, max_block); exit(0);
+    case OPT_VERSION:
+        printf("run %s (model file format version %u)\n", RUN_VERSION, MODEL_VERSION);
+        exit(0);
+    case ':': die("option '%s' needs a value (see --help)", argv[optind - 1]);
+    default: die("unknown option '%s' (see --help)", argv[optind - 1]);
+    }
+}
+
+/* Combinations that would leave a flag without effect are refused. */
+static void check_combinations(const Options *o) {
+    if (o->prompt && o->prompt_file) die("give the prompt with -i or -f, not both");
+    if (!takes_prompt(o) && (o->prompt || o->prompt_file))
+        die("%s takes no prompt (-i/-f): %s", o->mode,
+            o->perplexity_path ? "it scores the file given to it" : "it reads only the model");
+    if (o->ids_only && !o->tokenize) die("--ids only goes with --tokenize");
+    if (o->special && o->info) die("--special does nothing with --info (it encodes no text)");
+    if (o->mode && o->generation_flag) die("%s only affects generation, not %s", o->generation_flag, o->mode);
+    /* --info reports the thread count, so it takes --threads */
+    if ((o->tokenize || o->info) && o->block_given) die("--block does nothing with %s (it runs no model)", o->mode);
+    if (o->tokenize && o->threads > 0) die("--threads does nothing with --tokenize (it runs no model)");
+    if (o->tokenize && o->ctx > 0) die("--ctx does nothing with --tokenize (it runs no model)");
+    if (o->tokenize && o->cache_given) die("--cache does nothing with --tokenize (it runs no model)");
+}
+
 static Options parse_options(int argc, char **argv, int max_block) {
-    Options o = {.max_new = 256, .block = max_block, .temperature = 1.0, .top_p = 0.9, .keep = -1,
-                 .repeat_penalty = 1.0, .repeat_last = 64, .samples = 1};
+    Options o = {.block = max_block, .cache = CACHE_F16,
+                 .gen = {.max_new = 256, .samples = 1, .temperature = 1.0, .top_p = 0.9, .keep = -1, .echo = 1,
+                         .repeat_penalty = 1.0, .repeat_last = 64}};
     static const struct option options[] = {
         {"prompt", required_argument, 0, 'i'},
         {"prompt-file", required_argument, 0, 'f'},
@@ -196,83 +283,18 @@ static Options parse_options(int argc, char **argv, int max_block) {
         {0, 0, 0, 0},
     };
     opterr = 0; /* we print our own one-line errors */
-    int opt;
+    int opt, have_seed = 0;
     while ((opt = getopt_long(argc, argv, ":i:f:n:t:k:p:s:c:h", options, NULL)) != -1) {
         if (!o.generation_flag) o.generation_flag = generation_only(opt);
-        switch (opt) {
-        case 'i': o.prompt = optarg; break;
-        case 'f': o.prompt_file = optarg; break;
-        case 'n': o.max_new = parse_long("-n/--max-new-tokens", optarg, 0, LONG_MAX / 2); break;
-        case 't': o.temperature = parse_double("-t/--temperature", optarg, 0.0, 1e6, NULL); break;
-        case 'k': o.top_k = parse_long("-k/--top-k", optarg, 0, INT_MAX); break;
-        case 'p': o.top_p = parse_double("-p/--top-p", optarg, 1e-9, 1.0, " (the prompt is given with -i TEXT)"); break;
-        case 's': {
-            char *end;
-            errno = 0;
-            unsigned long long v = strtoull(optarg, &end, 10);
-            if (!*optarg || *end || *optarg == '-')
-                die("-s/--seed needs a whole number from 0 to 2^64-1, got '%s'", optarg);
-            if (errno == ERANGE) die("-s/--seed must be between 0 and 2^64-1, got %s", optarg);
-            o.seed = v;
-            o.have_seed = 1;
-            break;
-        }
-        case OPT_THREADS: o.threads = parse_long("--threads", optarg, 1, 1024); break;
-        case OPT_BLOCK: o.block = parse_long("--block", optarg, 1, max_block); o.block_given = 1; break;
-        case 'c': o.ctx = parse_long("-c/--ctx", optarg, 1, 1L << 20); break;
-        case OPT_CACHE:
-            if (strcmp(optarg, "f16") != 0 && strcmp(optarg, "f32") != 0 && strcmp(optarg, "q8_0") != 0)
-                die("--cache needs f16, f32 or q8_0, got '%s'", optarg);
-            o.cache = optarg;
-            o.cache_given = 1;
-            break;
-        case OPT_IGNORE_EOS: o.ignore_eos = 1; break;
-        case OPT_STOP: {
-            size_t n = strlen(optarg);
-            if (n == 0 || n > 256) die("--stop needs a string of 1 to 256 bytes, got %zu bytes", n);
-            const char **more = realloc(o.stop, (size_t)(o.n_stop + 1) * sizeof *more);
-            if (!more) die("out of memory for the stop strings");
-            o.stop = more;
-            o.stop[o.n_stop++] = optarg;
-            break;
-        }
-        case OPT_KEEP: o.keep = parse_long("--keep", optarg, 0, INT_MAX); break;
-        case OPT_REPEAT_PENALTY: o.repeat_penalty = parse_double("--repeat-penalty", optarg, 1e-3, 1e3, NULL); break;
-        case OPT_REPEAT_LAST: o.repeat_last = parse_long("--repeat-last", optarg, 1, INT_MAX); break;
-        case OPT_NO_ECHO: o.no_echo = 1; break;
-        case OPT_SAMPLES: o.samples = parse_long("--samples", optarg, 1, 1L << 30); break;
-        case OPT_TOKENIZE: set_mode(&o, "--tokenize"); o.tokenize = 1; break;
-        case OPT_IDS: o.ids_only = 1; break;
-        case OPT_SPECIAL: o.special = 1; break;
-        case OPT_PERPLEXITY: set_mode(&o, "--perplexity"); o.perplexity_path = optarg; break;
-        case OPT_ATTENTION: set_mode(&o, "--attention"); o.attention_path = optarg; break;
-        case OPT_INFO: set_mode(&o, "--info"); o.info = 1; break;
-        case OPT_LOGITS: set_mode(&o, "--logits"); o.logits_path = optarg; break;
-        case 'h': usage(stdout, max_block); exit(0);
-        case OPT_VERSION:
-            printf("run %s (model file format version %u)\n", RUN_VERSION, MODEL_VERSION);
-            exit(0);
-        case ':': die("option '%s' needs a value (see --help)", argv[optind - 1]);
-        default: die("unknown option '%s' (see --help)", argv[optind - 1]);
-        }
+        if (!generation_option(&o.gen, opt, optarg, &have_seed)) run_option(&o, opt, optarg, argv, max_block);
     }
     if (optind >= argc) die("no model file given (usage: run MODEL.bin [options], see --help)");
     if (optind + 1 < argc) die("unexpected argument '%s' (see --help)", argv[optind + 1]);
     o.model_path = argv[optind];
-
-    /* combinations that would leave a flag without effect are refused */
-    if (o.prompt && o.prompt_file) die("give the prompt with -i or -f, not both");
-    if (!takes_prompt(&o) && (o.prompt || o.prompt_file))
-        die("%s takes no prompt (-i/-f): %s", o.mode,
-            o.perplexity_path ? "it scores the file given to it" : "it reads only the model");
-    if (o.ids_only && !o.tokenize) die("--ids only goes with --tokenize");
-    if (o.special && o.info) die("--special does nothing with --info (it encodes no text)");
-    if (o.mode && o.generation_flag) die("%s only affects generation, not %s", o.generation_flag, o.mode);
-    /* --info reports the thread count, so it takes --threads */
-    if ((o.tokenize || o.info) && o.block_given) die("--block does nothing with %s (it runs no model)", o.mode);
-    if (o.tokenize && o.threads > 0) die("--threads does nothing with --tokenize (it runs no model)");
-    if (o.tokenize && o.ctx > 0) die("--ctx does nothing with --tokenize (it runs no model)");
-    if (o.tokenize && o.cache_given) die("--cache does nothing with --tokenize (it runs no model)");
+    check_combinations(&o);
+    if (!have_seed) o.gen.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    o.gen.adapt_threads = o.threads == 0;
+    o.gen.encode = ENCODE_BOS | (o.special ? ENCODE_SPECIAL : 0);
     return o;
 }
 

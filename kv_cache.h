@@ -13,7 +13,7 @@
  * reads, for a change in the logits of the order of binary16's precision (2^-11 relative);
  * --cache f32 keeps float32. --cache q8_0 stores int8 quants and, per group of up to 32
  * dimensions of a position's key or value, a float32 scale (kernels/attention.h): 1.125 bytes
- * a number, and a change in perplexity as small as binary16's on the shipped model (README).
+ * a number, and a change in perplexity as small as binary16's on the shipped model (docs/cli.md).
  *
  * Layout, per sequence, layer and key/value head (HeadAttention's, so that a vector holds 16
  * positions' keys at once):
@@ -57,10 +57,7 @@ typedef struct {
                       (samples sharing their prompt's), 0: none */
 } KVCache;
 
-static size_t cache_number_bytes(CacheType type) {
-    return type == CACHE_F16 ? sizeof(uint16_t) : type == CACHE_Q8_0 ? sizeof(int8_t) : sizeof(float);
-}
-static const char *cache_type_name(CacheType type) { return type == CACHE_F16 ? "f16" : type == CACHE_Q8_0 ? "q8_0" : "f32"; }
+static size_t cache_number_bytes(CacheType type) { return cache_types[type].number_bytes; }
 
 /* Where the T tokens of a forward() call are: consecutive positions pos, pos+1, ... of one
  * sequence (a prompt's block, or a decode step of a single run), or, with samples, the next
@@ -222,6 +219,21 @@ static size_t attention_jobs(int block, int n_seq, int n_head) {
     return (size_t)max_int((block + QUERY_TILE - 1) / QUERY_TILE, n_seq) * (size_t)n_head;
 }
 
+/* attention() of one head's queries one at a time, query i's weights (pos + i + 1 of them) kept
+ * from the scratch, where kernels/attention.h leaves them, at weights + i * stride: the same bits
+ * as attention() of them all at once. */
+static void attention_recorded(const HeadAttention *b, float *scratch, float *weights, size_t stride) {
+    for (int i = 0; i < b->nq; i++) {
+        HeadAttention one = *b;
+        one.query += (size_t)i * b->query_stride;
+        one.out += (size_t)i * b->out_stride;
+        one.pos += i;
+        one.nq = 1;
+        attention(&one, scratch);
+        memcpy(weights + (size_t)i * stride, scratch, (size_t)(one.pos + 1) * sizeof(float));
+    }
+}
+
 /* Causal attention of the T tokens in layer l, every one of n_head query heads: token i's query
  * of head h at queries[i * q_stride + h * head_size ..], keys and values those of key/value head
  * h / (n_head / n_kv_head) in the cache of its sequence; head h's output goes to out[i *
@@ -248,12 +260,14 @@ static void multi_head_attention(const KVCache *kv, int l, int n_head, int T, co
                 .prefix_values = head_values(kv, 0, l, h / group),
                 .out = out + (size_t)i * out_stride + h * hs, .out_stride = out_stride,
                 .pos = pos, .nq = min_int(per_tile, T - i), .head_size = hs,
-                /* for the attention picture: row pos of this head's (len, len) weights */
-                .weights = scratch->record ? scratch->record + (((size_t)l * n_head + h) * len + pos) * len : NULL,
-                .weights_stride = len,
             };
         }
-        attention_heads(b, G, scratch->buffer + (size_t)job * scratch->slice);
+        float *buffer = scratch->buffer + (size_t)job * scratch->slice;
+        if (scratch->record) /* the --attention picture: rows pos.. of each head's (len, len) weights */
+            for (int g = 0; g < G; g++)
+                attention_recorded(&b[g], buffer, scratch->record + (((size_t)l * n_head + h0 + g) * len + pos) * len, (size_t)len);
+        else
+            attention_heads(b, G, buffer);
     });
 }
 

@@ -23,9 +23,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "kernels/matmul.h"
-#include "kernels/matrix.h"
+#include "kernels/types.h"
 #include "model.h"
+#include "tokenizer.h"
 
 /* ---- the model as the file describes it ------------------------------------------------ */
 
@@ -43,7 +43,7 @@ typedef struct {
     int ffn;          /* FFN_GELU or FFN_SWIGLU */
     int gelu;         /* FFN_GELU: GELU_TANH or GELU_ERF */
     int bias;         /* BIAS_* bits: which tensors have biases */
-    int tied_head, weight_type;
+    int tied_head;
 } Config;
 
 /* One transformer layer's weights. Matrices (kernels/matrix.h: float32, or quantized quants
@@ -85,6 +85,8 @@ typedef struct {
     size_t size;
     int mapped;                /* data came from mmap (and must be unmapped) */
     const FileHeader *header;
+    const uint8_t *metadata;   /* the metadata section (version 4), or NULL */
+    uint32_t n_metadata;       /* its entries */
 } ModelFile;
 
 #define HINT " (re-export the model with export/export.py)"
@@ -94,6 +96,23 @@ static uint64_t mul_or_die(uint64_t a, uint64_t b, const char *what) {
     uint64_t r;
     if (__builtin_mul_overflow(a, b, &r)) die("model file: %s overflows 64 bits", what);
     return r;
+}
+
+/* The matrices the forward pass multiplies by, into out (room for MATRICES_PER_LAYER n_layer +
+ * 1), the output head last; returns their number. */
+#define MATRICES_PER_LAYER 5
+static int product_matrices(const Config *c, TransformerWeights *w, Matrix **out) {
+    int count = 0;
+    for (int l = 0; l < c->n_layer; l++) {
+        LayerWeights *L = &w->layer[l];
+        out[count++] = &L->c_attn;
+        out[count++] = &L->attn_proj;
+        if (c->ffn == FFN_SWIGLU) out[count++] = &L->mlp_gate;
+        out[count++] = &L->c_fc;
+        out[count++] = &L->mlp_proj;
+    }
+    out[count++] = &w->lm_head;
+    return count;
 }
 
 /* ---- the tensors a header implies ------------------------------------------------------ */
@@ -147,25 +166,77 @@ static int tensor_list(const Config *c, TransformerWeights *w, TensorSpec *out) 
     return n;
 }
 
-/* Bytes of a tensor in the file: float32, or a matrix in the file's weight format. */
-static uint64_t tensor_bytes(const Config *c, const TensorSpec *t) {
-    uint64_t n = mul_or_die(mul_or_die(t->layers, t->rows, t->name), t->cols, t->name);
-    uint64_t as_f32 = mul_or_die(n, 4, t->name); /* no format stores more: no size can overflow */
-    return t->is_matrix ? weight_format(c->weight_type)->file_bytes(n) : as_f32;
+/* One entry of the tensor table as the header implies it: tensor spec of layer `layer` (every
+ * layer at once, layer -1, in a file before version 4, whose tensors are stacked). */
+typedef struct {
+    const TensorSpec *spec;
+    int layer;
+} Expected;
+
+/* The entries a header implies, in file order: version 4 lists each layer's tensors apart,
+ * after the model's first ones and before its last ones; earlier versions list each spec once.
+ * Returns their number; *out is allocated. */
+static uint64_t expected_entries(const Config *c, const TensorSpec *specs, int n_specs, uint32_t version, Expected **out) {
+    int first_layer = 0, after_layers = 0;
+    while (first_layer < n_specs && specs[first_layer].layers == 1 && specs[first_layer].stride == 0) first_layer++;
+    after_layers = first_layer;
+    while (after_layers < n_specs && specs[after_layers].stride) after_layers++;
+    uint64_t per_layer = (uint64_t)(after_layers - first_layer), layers = version >= 4 ? (uint64_t)c->n_layer : 1;
+    uint64_t n = (uint64_t)n_specs - per_layer + per_layer * layers;
+    Expected *e = calloc_or_die(n * sizeof(Expected), "the tensor table");
+    uint64_t k = 0;
+    for (int i = 0; i < first_layer; i++) e[k++] = (Expected){&specs[i], 0};
+    for (uint64_t l = 0; l < layers; l++)
+        for (int i = first_layer; i < after_layers; i++) e[k++] = (Expected){&specs[i], version >= 4 ? (int)l : -1};
+    for (int i = after_layers; i < n_specs; i++) e[k++] = (Expected){&specs[i], 0};
+    *out = e;
+    return n;
 }
 
-/* Point each layer's Matrix or vector at its part of the tensor's data. */
-static void place_tensor(const Config *c, const TensorSpec *t, const uint8_t *data) {
-    uint64_t per_layer = t->rows * t->cols, count = t->layers * per_layer;
-    for (uint64_t l = 0; l < t->layers; l++) {
-        void *dst = (char *)t->dst + l * t->stride;
+/* An entry's expected name: NAME, or h.L.NAME for one layer's tensor (version 4). */
+static void expected_name(const Expected *e, char name[TENSOR_NAME_LEN]) {
+    if (e->layer < 0 || e->spec->stride == 0) snprintf(name, TENSOR_NAME_LEN, "%s", e->spec->name);
+    else snprintf(name, TENSOR_NAME_LEN, "h.%d.%s", e->layer, e->spec->name);
+}
+
+/* The weight type of an entry: version 4's own (only matrices may be other than f32, in a type
+ * whose block divides their rows), before it the header's for every matrix. */
+static uint32_t entry_type(const FileHeader *h, const TensorEntry *e, const TensorSpec *t, const char *name) {
+    if (h->version < 4) return t->is_matrix ? h->weight_type : WT_F32;
+    const WeightType *type = weight_type(e->type);
+    if (e->reserved) die("model file: tensor '%s' has reserved bytes that are not zero (corrupted?)", name);
+    if (!type) die("model file: tensor '%s' has weight type %u, which this program does not know" HINT, name, e->type);
+    if (!t->is_matrix && e->type != WT_F32)
+        die("model file: tensor '%s' is %s, but only matrices may have a type other than f32" HINT, name, type->name);
+    if (t->cols % (uint64_t)type->block)
+        die("model file: tensor '%s' is %s, whose blocks of %d values do not divide its rows of %llu" HINT, name,
+            type->name, type->block, (unsigned long long)t->cols);
+    return e->type;
+}
+
+/* Bytes of an entry's tensor in the file in its weight type: one layer's, or all layers'. */
+static uint64_t entry_bytes(const Expected *e, uint32_t type, const char *name) {
+    const TensorSpec *t = e->spec;
+    uint64_t layers = e->layer < 0 ? t->layers : 1;
+    uint64_t n = mul_or_die(mul_or_die(layers, t->rows, name), t->cols, name);
+    mul_or_die(n, 4, name); /* no format stores more than float32: no size can overflow */
+    return weight_type(type)->bytes(n);
+}
+
+/* Point the entry's Matrix or vector (each layer's, when stacked) at its part of the data. */
+static void place_entry(const Expected *e, uint32_t type, const uint8_t *data) {
+    const TensorSpec *t = e->spec;
+    uint64_t per_layer = t->rows * t->cols, first = e->layer < 0 ? 0 : (uint64_t)e->layer;
+    uint64_t layers = e->layer < 0 ? t->layers : 1, count = layers * per_layer;
+    for (uint64_t l = 0; l < layers; l++) {
+        void *dst = (char *)t->dst + (first + l) * t->stride;
         if (!t->is_matrix) {
             *(const float **)dst = (const float *)(const void *)data + l * per_layer;
             continue;
         }
         Matrix *m = dst;
-        *m = (Matrix){.type = c->weight_type, .rows = (int)t->rows, .cols = (int)t->cols};
-        weight_format(c->weight_type)->place(m, data, count, l * per_layer);
+        *m = (Matrix){.type = (int)type, .rows = (int)t->rows, .cols = (int)t->cols};
+        weight_type(type)->place(m, data, count, l * per_layer);
     }
 }
 
@@ -215,7 +286,6 @@ static void load_header(const ModelFile *f, Config *c) {
     c->vocab_padded = field("vocab_padded", h->vocab_padded, h->vocab_size, 1u << 24);
     c->gelu = field("gelu", h->gelu, 0, 1);
     c->tied_head = field("tied_head", h->tied_head, 0, 1);
-    c->weight_type = field("weight_type", h->weight_type, 0, WT_COUNT - 1);
     if (h->version == 1) { /* GPT-2's block: its bias flag means every bias or none */
         c->bias = field("bias", h->bias, 0, 1) ? BIAS_ALL : 0;
         c->pos_kind = field("pos_kind", h->pos_kind, POS_LEARNED, POS_SINUSOIDAL);
@@ -233,11 +303,17 @@ static void load_header(const ModelFile *f, Config *c) {
         if (c->norm == NORM_RMS && (c->bias & BIAS_NORM))
             die("model file: bias says the norms have biases, but RMSNorm has none" HINT);
     }
-    const WeightFormat *format = weight_format(c->weight_type);
-    field("group_size", h->group_size, (uint32_t)format->group_size, (uint32_t)format->group_size);
-    if (format->group_size && (c->n_embd % format->group_size || c->n_hidden % format->group_size))
-        die("model file: %s needs n_embd and n_hidden to be multiples of %d, found %d and %d",
-            format->name, format->group_size, c->n_embd, c->n_hidden);
+    if (h->version >= 4) { /* each tensor names its type */
+        field("weight_type", h->weight_type, 0, 0);
+        field("group_size", h->group_size, 0, 0);
+    } else {
+        const WeightType *type = weight_type((uint32_t)field("weight_type", h->weight_type, 0, WT_COUNT - 1));
+        uint32_t group = type->block > 1 ? (uint32_t)type->block : 0;
+        field("group_size", h->group_size, group, group);
+        if (c->n_embd % type->block || c->n_hidden % type->block)
+            die("model file: %s needs n_embd and n_hidden to be multiples of %d, found %d and %d",
+                type->name, type->block, c->n_embd, c->n_hidden);
+    }
     if (c->n_embd % c->n_head)
         die("model file: n_embd %d is not a multiple of n_head %d", c->n_embd, c->n_head);
     if (c->pos_kind == POS_SINUSOIDAL && c->n_embd % 2)
@@ -275,7 +351,9 @@ static uint32_t crc32_update(uint32_t crc, const uint8_t *p, size_t n) {
  * tensor table (whose ranges have been checked to lie inside the file). */
 static void check_integrity(const ModelFile *f, uint64_t meta_end) {
     const FileHeader *h = f->header;
-    size_t reserved = h->version == 1 ? offsetof(FileHeader, norm) : offsetof(FileHeader, reserved);
+    size_t reserved = h->version == 1   ? offsetof(FileHeader, norm)
+                      : h->version < 4 ? offsetof(FileHeader, metadata_offset)
+                                       : offsetof(FileHeader, reserved);
     for (size_t i = reserved; i < HEADER_SIZE; i++)
         if (f->data[i]) die("model file: reserved header byte %zu is not zero (corrupted?)", i);
     FileHeader copy;
@@ -288,7 +366,7 @@ static void check_integrity(const ModelFile *f, uint64_t meta_end) {
 #else
     if (crc != h->meta_crc32 && 0)
 #endif
-        die("model file: checksum of header, tokenizer and tensor table is %08x, the header says"
+        die("model file: checksum of header, tokenizer, metadata and tensor table is %08x, the header says"
             " %08x (the file is corrupted)", crc, h->meta_crc32);
 }
 
@@ -305,39 +383,132 @@ static float *sinusoid_table(int n_ctx, int n_embd) {
     return pe;
 }
 
-static void load_tensors(const ModelFile *f, const Config *c, TransformerWeights *w) {
+/* Each table entry checked against the one the header implies (its name, type, size and place
+ * in the file) and its weights pointed at. */
+static void load_tensors(const ModelFile *f, Config *c, TransformerWeights *w) {
     const FileHeader *h = f->header;
     w->layer = calloc_or_die((size_t)c->n_layer * sizeof(LayerWeights), "layers");
     TensorSpec specs[MAX_TENSORS];
-    int n = tensor_list(c, w, specs);
-    if (h->n_tensors != (uint32_t)n)
-        die("model file: header lists %u tensors, this configuration has %d" HINT, h->n_tensors, n);
-    const TensorEntry *table = (const TensorEntry *)(const void *)(f->data + h->tensors_offset);
-    uint64_t end = h->tensors_offset + (uint64_t)n * sizeof(TensorEntry);
-    for (int i = 0; i < n; i++) {
+    Expected *expected;
+    uint64_t n = expected_entries(c, specs, tensor_list(c, w, specs), h->version, &expected);
+    if (h->n_tensors != n)
+        die("model file: header lists %u tensors, this configuration has %llu" HINT, h->n_tensors, (unsigned long long)n);
+    const uint8_t *table = f->data + h->tensors_offset;
+    uint64_t end = h->tensors_offset + n * sizeof(TensorEntry);
+    size_t name_len = h->version >= 4 ? TENSOR_NAME_LEN : TENSOR_NAME_LEN + 8; /* before 4: 48, over the type */
+    for (uint64_t i = 0; i < n; i++) {
         TensorEntry e;
-        memcpy(&e, &table[i], sizeof e);
-        if (memchr(e.name, 0, TENSOR_NAME_LEN) == NULL || strcmp(e.name, specs[i].name) != 0)
-            die("model file: tensor %d should be '%s' but the table has '%.*s'", i, specs[i].name,
-                TENSOR_NAME_LEN, e.name);
-        uint64_t expect = tensor_bytes(c, &specs[i]);
+        memcpy(&e, table + i * sizeof e, sizeof e);
+        char name[TENSOR_NAME_LEN];
+        expected_name(&expected[i], name);
+        const char *found = (const char *)table + i * sizeof e;
+        if (memchr(found, 0, name_len) == NULL || strcmp(found, name) != 0)
+            die("model file: tensor %llu should be '%s' but the table has '%.*s'", (unsigned long long)i, name,
+                (int)name_len, found);
+        uint32_t type = entry_type(h, &e, expected[i].spec, name);
+        uint64_t expect = entry_bytes(&expected[i], type, name);
         if (e.size != expect)
-            die("model file: tensor '%s' has %llu bytes, its shape (%llu, %llu, %llu) needs %llu",
-                e.name, (unsigned long long)e.size, (unsigned long long)specs[i].layers,
-                (unsigned long long)specs[i].rows, (unsigned long long)specs[i].cols,
-                (unsigned long long)expect);
+            die("model file: tensor '%s' has %llu bytes, its shape (%llu, %llu) as %s needs %llu", name,
+                (unsigned long long)e.size, (unsigned long long)expected[i].spec->rows,
+                (unsigned long long)expected[i].spec->cols, weight_type(type)->name, (unsigned long long)expect);
         if (e.offset % TENSOR_ALIGN)
-            die("model file: tensor '%s' offset %llu is not %u-byte aligned", e.name,
-                (unsigned long long)e.offset, TENSOR_ALIGN);
+            die("model file: tensor '%s' offset %llu is not %u-byte aligned", name, (unsigned long long)e.offset,
+                TENSOR_ALIGN);
         if (e.offset < end)
-            die("model file: tensor '%s' at offset %llu overlaps what comes before it (ends at %llu)",
-                e.name, (unsigned long long)e.offset, (unsigned long long)end);
-        check_range(e.name, e.offset, e.size, f->size);
-        place_tensor(c, &specs[i], f->data + e.offset);
+            die("model file: tensor '%s' at offset %llu overlaps what comes before it (ends at %llu)", name,
+                (unsigned long long)e.offset, (unsigned long long)end);
+        check_range(name, e.offset, e.size, f->size);
+        place_entry(&expected[i], type, f->data + e.offset);
         end = e.offset + e.size;
     }
+    free(expected);
     if (c->tied_head) w->lm_head = w->wte;
     w->lm_head.rows = c->vocab_size; /* padded rows are never computed */
+}
+
+/* ---- the sections ---------------------------------------------------------------------- */
+
+/* The sections lie inside the file, 64-aligned, in order: header, tokenizer, metadata (version
+ * 4), tensor table. */
+static void check_sections(const ModelFile *f) {
+    const FileHeader *h = f->header;
+    if (h->tokenizer_offset < HEADER_SIZE || h->tokenizer_offset % TENSOR_ALIGN)
+        die("model file: tokenizer offset %llu must be %u-aligned and after the header",
+            (unsigned long long)h->tokenizer_offset, TENSOR_ALIGN);
+    check_range("tokenizer section", h->tokenizer_offset, h->tokenizer_size, f->size);
+    uint64_t end = h->tokenizer_offset + h->tokenizer_size;
+    const char *before = "the tokenizer section";
+    if (h->version >= 4) {
+        if (h->metadata_offset % TENSOR_ALIGN || h->metadata_offset < end)
+            die("model file: metadata offset %llu must be %u-aligned and after the tokenizer section (ends at %llu)",
+                (unsigned long long)h->metadata_offset, TENSOR_ALIGN, (unsigned long long)end);
+        check_range("metadata section", h->metadata_offset, h->metadata_size, f->size);
+        end = h->metadata_offset + h->metadata_size;
+        before = "the metadata section";
+    }
+    if (h->tensors_offset % TENSOR_ALIGN)
+        die("model file: tensor table offset %llu is not %u-byte aligned",
+            (unsigned long long)h->tensors_offset, TENSOR_ALIGN);
+    if (h->tensors_offset < end)
+        die("model file: tensor table at %llu overlaps %s (ends at %llu)", (unsigned long long)h->tensors_offset,
+            before, (unsigned long long)end);
+    check_range("tensor table", h->tensors_offset, (uint64_t)h->n_tensors * sizeof(TensorEntry), f->size);
+}
+
+static uint32_t metadata_u32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* Entry i of the metadata section from byte *at (MetadataEntry's key and value point into the
+ * file); *at moves past it. Only for a section load_metadata() has checked. */
+typedef struct {
+    const uint8_t *key, *value;
+    uint32_t key_len, value_len;
+} MetadataEntry;
+
+static MetadataEntry metadata_next(const ModelFile *f, uint64_t *at) {
+    MetadataEntry e;
+    e.key_len = metadata_u32(f->metadata + *at);
+    e.key = f->metadata + *at + 4;
+    e.value_len = metadata_u32(e.key + e.key_len);
+    e.value = e.key + e.key_len + 4;
+    *at += 8 + (uint64_t)e.key_len + e.value_len;
+    return e;
+}
+
+/* The metadata section checked: its entries fill it exactly, each key 1 to METADATA_KEY_MAX
+ * bytes of [a-z0-9._-] and found once. */
+static void load_metadata(ModelFile *f) {
+    const FileHeader *h = f->header;
+    const uint8_t *data = f->data + h->metadata_offset;
+    uint64_t size = h->metadata_size, at = 4;
+    if (size < 4) die("model file: the metadata section is %llu bytes, shorter than its count", (unsigned long long)size);
+    uint32_t n = metadata_u32(data);
+    if (n > 4096) die("model file: the metadata section lists %u entries, more than the 4096 allowed" HINT, n);
+    for (uint32_t i = 0; i < n; i++) {
+        if (size - at < 4) die("model file: metadata entry %u runs past the section's end", i);
+        uint32_t key_len = metadata_u32(data + at);
+        if (key_len < 1 || key_len > METADATA_KEY_MAX) die("model file: metadata key %u is %u bytes long, not 1 to %d", i, key_len, METADATA_KEY_MAX);
+        if (size - at - 4 < (uint64_t)key_len + 4) die("model file: metadata entry %u runs past the section's end", i);
+        const uint8_t *key = data + at + 4;
+        for (uint32_t k = 0; k < key_len; k++)
+            if (!((key[k] >= 'a' && key[k] <= 'z') || (key[k] >= '0' && key[k] <= '9') || key[k] == '.' || key[k] == '_' || key[k] == '-'))
+                die("model file: metadata key %u has a byte 0x%02x outside [a-z0-9._-]", i, key[k]);
+        uint32_t value_len = metadata_u32(key + key_len);
+        if (size - at - 8 - key_len < value_len) die("model file: metadata entry '%.*s' runs past the section's end", (int)key_len, key);
+        for (uint64_t j = 4, k = 0; k < i; k++) { /* each key once */
+            uint32_t other = metadata_u32(data + j);
+            if (other == key_len && memcmp(data + j + 4, key, key_len) == 0)
+                die("model file: metadata key '%.*s' appears twice", (int)key_len, key);
+            j += 8 + (uint64_t)other + metadata_u32(data + j + 4 + other);
+        }
+        at += 8 + (uint64_t)key_len + value_len;
+    }
+    if (at != size) die("model file: the metadata section has %llu bytes after its last entry", (unsigned long long)(size - at));
+    f->metadata = data;
+    f->n_metadata = n;
 }
 
 /* ---- the entry points ------------------------------------------------------------------- */
@@ -354,19 +525,9 @@ static void load_model_file(ModelFile *f, const uint8_t *data, size_t size, Conf
         die("model file is %zu bytes, shorter than the %u-byte header (truncated?)", size, HEADER_SIZE);
     load_header(f, c);
     const FileHeader *h = f->header;
-    if (h->tokenizer_offset < HEADER_SIZE || h->tokenizer_offset % TENSOR_ALIGN)
-        die("model file: tokenizer offset %llu must be %u-aligned and after the header",
-            (unsigned long long)h->tokenizer_offset, TENSOR_ALIGN);
-    check_range("tokenizer section", h->tokenizer_offset, h->tokenizer_size, f->size);
-    if (h->tensors_offset % TENSOR_ALIGN)
-        die("model file: tensor table offset %llu is not %u-byte aligned",
-            (unsigned long long)h->tensors_offset, TENSOR_ALIGN);
-    if (h->tensors_offset < h->tokenizer_offset + h->tokenizer_size)
-        die("model file: tensor table at %llu overlaps the tokenizer section (ends at %llu)",
-            (unsigned long long)h->tensors_offset,
-            (unsigned long long)(h->tokenizer_offset + h->tokenizer_size));
-    check_range("tensor table", h->tensors_offset, (uint64_t)h->n_tensors * sizeof(TensorEntry), f->size);
+    check_sections(f);
     check_integrity(f, h->tensors_offset + (uint64_t)h->n_tensors * sizeof(TensorEntry));
+    if (h->version >= 4) load_metadata(f);
 
     const char *err = tokenizer_init(tok, f->data + h->tokenizer_offset, h->tokenizer_size, h->version);
     if (err) die("model file: %s", err);

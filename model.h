@@ -1,11 +1,12 @@
-/* model.h: the weight file format, and the declarations run.c, the kernels and tokenizer.c share.
- * export/weight_file.py is its Python mirror, field for field.
+/* model.h: the weight file format. export/weight_file.py is its Python mirror, field for field;
+ * load.h reads and checks it, tokenizer.c reads its tokenizer section.
  *
  * One self-contained, little-endian, memory-mappable file, written by export/export.py:
  *
  *   offset              size                  what
  *   0                   256                   FileHeader (field table below)
  *   tokenizer_offset    tokenizer_size        tokenizer section (layout below), 64-aligned
+ *   metadata_offset     metadata_size         metadata section (version 4, below), 64-aligned
  *   tensors_offset      n_tensors * 64        tensor table: TensorEntry per tensor, 64-aligned
  *   entry.offset        entry.size            each tensor's data, 64-aligned, in table order
  *   file_size                                 end of file (the loader checks the real size)
@@ -13,9 +14,11 @@
  * FileHeader (all fields 4 bytes unless noted). Version 2 added the fields from byte 108;
  * a version 1 file (whose bytes there are zero) reads as LayerNorm, GELU, n_kv_head = n_head,
  * and its bias 1 as BIAS_ALL: GPT-2's block, as it always was. Version 3 added the tokenizer
- * section's second part (below); its header is version 2's.
+ * section's second part (below); its header is version 2's. Version 4 gives each tensor its own
+ * weight type and entry (the table below), adds the metadata section and the tokenizer's stop
+ * set.
  *   0   magic          "GPTC" (bytes 47 50 54 43)
- *   4   version        MODEL_VERSION (1 and 2 are read too); the loader names the versions it reads
+ *   4   version        MODEL_VERSION (1 to 3 are read too); the loader names the versions it reads
  *   8   header_size    256
  *   12  n_layer        transformer layers; 0 = tokenizer-only file (`run --tokenize` only)
  *   16  n_head         query heads per layer; head_size = n_embd / n_head
@@ -34,8 +37,10 @@
  *   56  pos_kind       POS_LEARNED (wpe table added to the embedding), POS_SINUSOIDAL ("Attention
  *                      Is All You Need", section 3.5: PE(p,2i)=sin(p/10000^(2i/C)), PE(p,2i+1)
  *                      =cos(same), added to the embedding) or POS_ROTARY (RoPE, below)
- *   60  weight_type    WT_F32, WT_Q8_0 or WT_Q4_0 (matrices only; norms, biases, wpe stay f32)
- *   64  group_size     values per quantization scale (32 for q8_0 and q4_0, 0 for f32)
+ *   60  weight_type    versions 1-3: WT_F32, WT_Q8_0 or WT_Q4_0, the type of every matrix
+ *                      (norms, biases, wpe stay f32); version 4: 0, each tensor names its type
+ *   64  group_size     versions 1-3: values per quantization scale (32 for q8_0 and q4_0, 0 for
+ *                      f32); version 4: 0
  *   68  n_tensors      entries in the tensor table
  *   72  tokenizer_offset   8 bytes
  *   80  tokenizer_size     8 bytes
@@ -56,7 +61,9 @@
  *   124 rope_freqs     1: the rotary frequencies are a tensor of the file (rope_freqs, head_size/2
  *                      float32: frequencies rescaled at export, as Llama 3's rope_scaling does);
  *                      0: freq_i = rope_theta^(-2i/head_size). POS_ROTARY only.
- *   128 reserved, zero up to byte 256
+ *   128 metadata_offset    8 bytes, version 4
+ *   136 metadata_size      8 bytes, version 4
+ *   144 reserved, zero up to byte 256 (from 128 before version 4)
  *
  * Rotary positions (RoPE, Su et al. 2021, "RoFormer", section 3.4.2): after the query/key/value
  * projection, each head's query and key are rotated by their position p, dimensions (2i, 2i+1)
@@ -97,6 +104,10 @@
  *   rule_offsets[2 n_rules + 1], rules_blob[rules_size]   SentencePiece's normalization rules:
  *                            rule i replaces the bytes [o[2i], o[2i+1]) by [o[2i+1], o[2i+2]),
  *                            the longest rule matching at each position wins
+ * Version 4 continues, from the next multiple of 4 bytes (before it the stop set is end-of-text
+ * alone, when there is one):
+ *   n_stop, stop[n_stop]     the stop set: generation ends at any of these ids (at most 64,
+ *                            each listed once): end-of-text, and an instruct model's end of turn
  *   TOK_MERGE_PAIRS          merges by the pair table, not by ranks of concatenations
  *   TOK_WHOLE_PIECES         a pre-token that is itself a token becomes that token before
  *                            merging (tiktoken; Hugging Face's ignore_merges)
@@ -114,13 +125,23 @@
  *                            TOKEN_SPECIAL: an added token (<|endoftext|>, <|im_start|>), whose
  *                            text --special recognises in a prompt; prints its text
  *
- * Tensor table entry (64 bytes): name (48 bytes, NUL-padded), offset (8), size (8).
+ * Metadata section (version 4): n_entries (4 bytes), then per entry key_len (4), the key's
+ * bytes (1 to 64 of [a-z0-9._-]), value_len (4), the value's bytes (any), back to back; keys
+ * unique. What a tool may want to know and the forward pass does not: general.name,
+ * general.source, general.license, ... (export.py's --info lists what it writes).
+ *
+ * Tensor table entry (64 bytes): version 4: name (40 bytes, NUL-padded), type (4: its WT_*),
+ * reserved (4, zero), offset (8), size (8); versions 1-3: name (48 bytes, NUL-padded), offset,
+ * size, every matrix of the header's weight_type.
  * The tensors appear in exactly this order, those in brackets only when the header says so.
+ * Version 4 lists each layer's tensors apart, layer by layer, named h.L.NAME (h.0.ln_1.weight,
+ * h.0.attn.c_attn.weight, ..., h.1.ln_1.weight, ...); versions 1-3 list each one stacked over
+ * the layers, named NAME (attn.c_attn.weight of shape (n_layer, QKV, C)).
  * QKV = (n_head + 2 n_kv_head) head_size: the rows of the fused projection, queries first.
  *   wte (Vp, C) token embedding
  *   [wpe (n_ctx, C)]                          POS_LEARNED
  *   [rope_freqs (head_size / 2)]              POS_ROTARY with rope_freqs = 1
- *   per layer, each stacked over the layers (e.g. attn.c_attn.weight is (n_layer, QKV, C)):
+ *   per layer:
  *     ln_1.weight (C), [ln_1.bias (C)]        the norm before attention; bias: BIAS_NORM
  *     attn.c_attn.weight (QKV, C)             query, key and value projections, fused
  *     [attn.c_attn.bias (QKV)]                BIAS_QKV
@@ -138,13 +159,11 @@
  * GPT-2's block has every bias and none of gate, rope_freqs; Llama's has no bias, a gate and
  * rotary positions; Qwen2's is Llama's with BIAS_QKV. load.h's tensor_list() and
  * export/weight_file.py's file_tensors() spell out the same list. Matrices are PyTorch
- * nn.Linear's (out_features, in_features), row-major: out[i] = sum_j W[i][j] * in[j].
- * A q8_0 matrix of n values is n int8 quants, zero padding to a multiple of 4, then n/32
- * float32 scales: value = quant * scale of its group of 32 along the row.
- * A q4_0 matrix of n values is n/2 bytes of quants, zero padding to a multiple of 4, then n/32
- * float32 scales. Each group of 32 values along a row has 16 bytes: byte i holds quant i + 8
- * in its low 4 bits and quant i + 16 + 8 in its high 4 bits (quants -8..7); value = quant *
- * scale. (export.py makes the group's largest magnitude quant -8: scale = that value / -8.)
+ * nn.Linear's (out_features, in_features), row-major: out[i] = sum_j W[i][j] * in[j]. A matrix
+ * may have any weight type whose block divides its row (cols); every other tensor is f32. The
+ * weight types' layouts are kernels/types.h's: f32, q8_0 (int8 quants, then a float32 scale per
+ * 32 along a row), q4_0 (4-bit quants two to a byte, then the scales; export.py makes a group's
+ * largest magnitude quant -8: scale = that value / -8).
  */
 #ifndef MODEL_H
 #define MODEL_H
@@ -152,26 +171,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/types.h" /* WT_*, GELU_*: the weight types and GELU's forms */
+
 #define MODEL_MAGIC 0x43545047u /* "GPTC" read as a little-endian uint32 */
-#define MODEL_VERSION 3u /* and 2 (its tokenizer section without the second part), and 1 (no
-                            header fields from byte 108) */
+#define MODEL_VERSION 4u /* and 3 (one weight type, stacked tensors, no metadata or stop set), 2
+                            (its tokenizer section without the second part), 1 (no header fields
+                            from byte 108) */
 #define HEADER_SIZE 256u
 #define TENSOR_ALIGN 64u
-#define TENSOR_NAME_LEN 48
+#define TENSOR_NAME_LEN 40    /* version 4; 48 before, over what is now the type */
+#define METADATA_KEY_MAX 64
 
-enum { GELU_TANH = 0, GELU_ERF = 1 };
 enum { POS_LEARNED = 0, POS_SINUSOIDAL = 1, POS_ROTARY = 2 };
 enum { NORM_LAYER = 0, NORM_RMS = 1 };
 enum { FFN_GELU = 0, FFN_SWIGLU = 1 };
 enum { BIAS_QKV = 1, BIAS_ATTN_OUT = 2, BIAS_FFN = 4, BIAS_NORM = 8, BIAS_ALL = 15 };
-enum { WT_F32 = 0, WT_Q8_0 = 1, WT_Q4_0 = 2, WT_COUNT }; /* kernels/matmul.h: weight_format() */
-enum { PRETOK_CHAR = 0, PRETOK_GPT2 = 1, PRETOK_CL100K = 2, PRETOK_WHOLE = 3, PRETOK_DIGITS_GPT2 = 4,
-       PRETOK_QWEN2 = 5, PRETOK_COUNT };
-enum { TOK_MERGE_PAIRS = 1, TOK_WHOLE_PIECES = 2, TOK_SENTENCEPIECE = 4, TOK_BYTE_FALLBACK = 8,
-       TOK_DUMMY_PREFIX = 16, TOK_REMOVE_EXTRA_SPACES = 32, TOK_NFC = 64, TOK_ALL = 127 };
-enum { TOKEN_NORMAL = 0, TOKEN_CONTROL = 1, TOKEN_UNKNOWN = 2, TOKEN_BYTE = 3, TOKEN_SPECIAL = 4 };
-#define RANK_NONE 0xFFFFFFFFu
-#define QUANT_GROUP 32 /* values per scale in a q8_0 or q4_0 matrix: the header's group_size */
 
 typedef struct {
     uint32_t magic, version, header_size;
@@ -184,86 +198,20 @@ typedef struct {
     uint32_t norm, ffn, n_kv_head; /* version 2 */
     float rope_theta;
     uint32_t rope_freqs;
-    uint8_t reserved[HEADER_SIZE - 128];
+    uint64_t metadata_offset, metadata_size; /* version 4 */
+    uint8_t reserved[HEADER_SIZE - 144];
 } FileHeader;
 
 typedef struct {
     char name[TENSOR_NAME_LEN];
+    uint32_t type;     /* version 4 */
+    uint32_t reserved; /* version 4: zero */
     uint64_t offset, size;
 } TensorEntry;
 
 _Static_assert(sizeof(FileHeader) == HEADER_SIZE, "FileHeader must be 256 bytes");
-_Static_assert(offsetof(FileHeader, norm) == 108 && offsetof(FileHeader, rope_freqs) == 124, "model.h's byte table");
+_Static_assert(offsetof(FileHeader, norm) == 108 && offsetof(FileHeader, rope_freqs) == 124 &&
+               offsetof(FileHeader, metadata_size) == 136, "model.h's byte table");
 _Static_assert(sizeof(TensorEntry) == 64, "TensorEntry must be 64 bytes");
-
-/* ---- tokenizer.c ---------------------------------------------------------------------- */
-
-typedef struct {
-    uint32_t n_tokens;
-    int pretokenizer;          /* PRETOK_* */
-    int32_t eot_id;            /* -1: none */
-    int32_t bos_id;            /* prepended to every encoded text, -1: none */
-    int32_t unk_id;            /* SentencePiece's unknown piece, -1: none */
-    uint32_t flags;            /* TOK_* */
-    const uint32_t *ranks;     /* (n_tokens) merge rank, RANK_NONE = not mergeable */
-    const uint32_t *offsets;   /* (n_tokens + 1) into blob */
-    const uint8_t *blob;       /* token byte strings */
-    const uint8_t *kinds;      /* (n_tokens) TOKEN_*, or NULL: all TOKEN_NORMAL (versions 1, 2) */
-    const uint32_t *merges;    /* (n_merges, 3) left, right, merged (TOK_MERGE_PAIRS) */
-    uint32_t n_merges;
-    const uint32_t *rule_offsets; /* (2 n_rules + 1) into rules_blob: key, value, key, ... */
-    const uint8_t *rules_blob;
-    uint32_t n_rules;
-    int parse_special;         /* --special: the text of TOKEN_SPECIAL / TOKEN_CONTROL tokens in a
-                                  prompt is that token (else it is plain text) */
-    /* indexes built at load */
-    uint32_t byte_token[256];  /* the normal token of each single byte, RANK_NONE if absent */
-    uint32_t byte_piece[256];  /* SentencePiece's <0xNN> byte-fallback token, RANK_NONE if absent */
-    uint32_t *table;           /* hash of normal tokens' bytes -> id + 1 (0 = empty slot) */
-    uint64_t table_mask;
-    uint32_t *pair_table;      /* hash of (left, right) -> merge index + 1 (TOK_MERGE_PAIRS) */
-    uint64_t pair_mask;
-    uint32_t *rule_table;      /* hash of a rule's key -> rule index + 1 */
-    uint64_t rule_mask;
-    uint64_t rule_lengths;     /* bit k set: some rule's key is k + 1 bytes long (k < 64) */
-    uint32_t max_rule_value;   /* the longest rule value in bytes */
-    uint32_t *specials;        /* ids --special recognises, longest text first */
-    uint32_t n_specials;
-    uint32_t max_token_len;    /* longest normal token in bytes */
-    /* scratch reused by every encode call, grown as needed (not touched while decoding) */
-    struct BpePart *parts;
-    uint64_t *heap;
-    size_t parts_cap;
-    uint8_t *normalized;       /* a text after its normalizer */
-    size_t normalized_cap;
-} Tokenizer;
-
-/* Validate and index the tokenizer section [data, data+size) of a file of format version
- * `version` (model.h). Returns NULL on success, else a static message naming the problem (the
- * caller adds "error: "). */
-const char *tokenizer_init(Tokenizer *t, const uint8_t *data, uint64_t size, uint32_t version);
-void tokenizer_free(Tokenizer *t);
-
-/* Encode text (any bytes) and append the ids to *ids (capacity *cap, grown with realloc):
- * bos_id first when the vocabulary has one, special-token text as plain text unless
- * t->parse_special. Returns the number of ids, or -1 with *err set when the vocabulary cannot
- * represent the text (a character vocabulary missing a character). */
-long tokenizer_encode(Tokenizer *t, const uint8_t *text, size_t len, uint32_t **ids, size_t *cap,
-                      const char **err);
-
-/* The bytes of token id (length in *len), or NULL for an id outside the vocabulary: its text
- * as the vocabulary spells it (a control token's name, such as <s>). */
-const uint8_t *tokenizer_token(const Tokenizer *t, uint32_t id, size_t *len);
-
-/* What token id prints when generated: its bytes, or nothing for a control token. */
-const uint8_t *tokenizer_output(const Tokenizer *t, uint32_t id, size_t *len);
-
-/* Length a UTF-8 sequence starting with lead byte b should have (1 for anything invalid). */
-static inline size_t utf8_length(uint8_t b) {
-    if (b >= 0xC2 && b <= 0xDF) return 2;
-    if (b >= 0xE0 && b <= 0xEF) return 3;
-    if (b >= 0xF0 && b <= 0xF4) return 4;
-    return 1;
-}
 
 #endif

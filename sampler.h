@@ -69,6 +69,11 @@ static double rng_uniform(uint64_t *state) {
     return (double)(rng_next(state) >> 11) * (1.0 / 9007199254740992.0);
 }
 
+/* The bytes a sampler's buffers take for a vocabulary of vocab_size (build_sampler's). */
+static size_t sampler_bytes(int vocab_size) {
+    return (size_t)vocab_size * (sizeof(double) + sizeof(float) + sizeof(Candidate) + 1);
+}
+
 /* Returns 0 when memory runs out. */
 static int build_sampler(Sampler *s, int vocab_size, double temperature, int top_k, double top_p,
                          uint64_t seed) {
@@ -106,9 +111,8 @@ static void repeat_penalty(Sampler *s, float *logits, int n, const uint32_t *rec
 }
 
 /* The passes over the whole vocabulary below (50,257 logits for GPT-2) look at VW logits at
- * once and step in only where a lane qualifies: as scalar loops they were 4.5% of a --samples
- * 16 run (GPT-2 124M q8_0, -k 40, AMD Zen 4), mostly the maximum's chain of dependent
- * comparisons and the candidates' filter. Each finds what its scalar loop finds. */
+ * once and step in only where a lane qualifies, since as scalar loops they weighed on many
+ * samples (docs/speed.md). Each finds what its scalar loop finds. */
 
 /* The first index i >= from of x[0..n) with x[i] >= t, or n. */
 static int first_at_least(const float *x, int from, int n, float t) {
@@ -131,10 +135,7 @@ static int argmax(const float *x, int n) {
 
 /* The k-th largest of x[0..n) (1 <= k <= n), counting repeats: the smallest of the k largest
  * seen so far, kept in a min-heap of k floats (heap). Most values need one comparison with
- * the heap's smallest. It replaced a quickselect over a copy of the probabilities, most of whose
- * time went to its branches: `perf record -e cpu-clock` of GPT-2 124M q8_0 with --samples 8,
- * -k 40, 2 threads, on AMD Zen 4 counted 2229 samples in the sampler's own code with it and
- * 1006 with the heap. */
+ * the heap's smallest, where a quickselect over a copy spent its time in branches. */
 static float kth_largest(const float *x, int n, int k, float *heap) {
     for (int i = 0; i < k; i++) { /* the first k, each sifted up to its place */
         int c = i;

@@ -35,7 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model.h"
+#include "tokenizer.h"
 #include "unicode_nfc.h"
 #include "unicode_tables.h"
 
@@ -62,12 +62,6 @@ const uint8_t *tokenizer_token(const Tokenizer *t, uint32_t id, size_t *len) {
     if (id >= t->n_tokens) return NULL;
     *len = t->offsets[id + 1] - t->offsets[id];
     return t->blob + t->offsets[id];
-}
-
-const uint8_t *tokenizer_output(const Tokenizer *t, uint32_t id, size_t *len) {
-    const uint8_t *bytes = tokenizer_token(t, id, len);
-    if (bytes && kind_of(t, id) == TOKEN_CONTROL) *len = 0;
-    return bytes;
 }
 
 /* Id of the normal token whose bytes are exactly s[0..n), or RANK_NONE. */
@@ -124,8 +118,9 @@ static uint32_t rule_of(const Tokenizer *t, const uint8_t *s, size_t n) {
     }
 }
 
-/* Version 2's part of the section (model.h), from `at`: flags, ids, kinds, merges, rules. */
-static const char *read_version_3(Tokenizer *t, const uint8_t *data, uint64_t size, uint64_t at) {
+/* Version 3's part of the section (model.h), from `at`: flags, ids, kinds, merges, rules.
+ * Returns NULL, or a message; *end is where the part ends. */
+static const char *read_version_3(Tokenizer *t, const uint8_t *data, uint64_t size, uint64_t at, uint64_t *end) {
     uint64_t n = t->n_tokens;
     at = (at + 3) & ~(uint64_t)3;
     if (at > size || size - at < 24) return "tokenizer section is truncated (no version 3 fields)";
@@ -147,6 +142,7 @@ static const char *read_version_3(Tokenizer *t, const uint8_t *data, uint64_t si
     t->rule_offsets = (const uint32_t *)(const void *)(data + at);
     t->rules_blob = data + at + 4 * (2 * n_rules + 1);
     t->n_rules = (uint32_t)n_rules;
+    *end = at + 4 * (2 * n_rules + 1) + rules_size;
     for (uint64_t i = 0; i < n; i++)
         if (t->kinds[i] > TOKEN_SPECIAL) return "tokenizer has a token of unknown kind";
     for (uint64_t i = 0; i < 3 * n_merges; i++)
@@ -163,9 +159,27 @@ static const char *read_version_3(Tokenizer *t, const uint8_t *data, uint64_t si
     return NULL;
 }
 
-const char *tokenizer_init(Tokenizer *t, const uint8_t *data, uint64_t size, uint32_t version) {
-    memset(t, 0, sizeof *t);
-    t->bos_id = t->unk_id = -1;
+/* Version 4's part, from `at`: the stop set, n_stop then the ids, each in range and listed once. */
+static const char *read_version_4(Tokenizer *t, const uint8_t *data, uint64_t size, uint64_t at) {
+    at = (at + 3) & ~(uint64_t)3;
+    if (at > size || size - at < 4) return "tokenizer section is truncated (no stop set)";
+    uint64_t n_stop = read_u32(data + at);
+    if (n_stop > TOKENIZER_MAX_STOP) return "tokenizer lists more stop tokens than the 64 allowed";
+    if (4 * n_stop > size - at - 4) return "tokenizer section is truncated (stop set past its end)";
+    const uint32_t *stop = (const uint32_t *)(const void *)(data + at + 4);
+    for (uint64_t i = 0; i < n_stop; i++) {
+        if (stop[i] >= t->n_tokens) return "tokenizer has a stop token id out of range";
+        for (uint64_t j = 0; j < i; j++)
+            if (stop[j] == stop[i]) return "tokenizer lists a stop token twice";
+    }
+    t->stop = stop;
+    t->n_stop = (uint32_t)n_stop;
+    return NULL;
+}
+
+/* The first part of the section, every version: the counts, the end-of-text id, the ranks,
+ * offsets and bytes of the tokens. *end is where it ends. */
+static const char *read_tokens(Tokenizer *t, const uint8_t *data, uint64_t size, uint32_t version, uint64_t *end) {
     if (size < 16) return "tokenizer section is shorter than its 16-byte header";
     uint64_t n = read_u32(data), bytes_size = read_u32(data + 12);
     uint32_t kind = read_u32(data + 4);
@@ -184,25 +198,30 @@ const char *tokenizer_init(Tokenizer *t, const uint8_t *data, uint64_t size, uin
     t->blob = data + 16 + 8 * n + 4;
     if (t->offsets[0] != 0 || t->offsets[n] != bytes_size)
         return "tokenizer byte offsets do not span the byte blob";
-    if (version >= 3) {
-        const char *err = read_version_3(t, data, size, need);
-        if (err) return err;
-    } else if (kind != PRETOK_CHAR) {
-        t->flags = TOK_WHOLE_PIECES; /* versions 1 and 2: tiktoken's byte-level BPE */
-    }
-    for (uint64_t i = 0; i < n; i++) {
-        int normal = kind_of(t, (uint32_t)i) == TOKEN_NORMAL;
-        if (t->offsets[i + 1] < t->offsets[i] || (t->offsets[i + 1] == t->offsets[i] && normal))
-            return "tokenizer has an empty or out-of-order token";
+    for (uint64_t i = 0; i < n; i++)
+        if (t->offsets[i + 1] < t->offsets[i]) return "tokenizer has an empty or out-of-order token";
+    *end = need;
+    return NULL;
+}
+
+/* Every token's bytes are in order, normal ones non-empty and the only ones with ranks. */
+static const char *check_tokens(Tokenizer *t) {
+    for (uint32_t i = 0; i < t->n_tokens; i++) {
+        int normal = kind_of(t, i) == TOKEN_NORMAL;
+        if (t->offsets[i + 1] == t->offsets[i] && normal) return "tokenizer has an empty or out-of-order token";
         if (normal && t->offsets[i + 1] - t->offsets[i] > t->max_token_len)
             t->max_token_len = t->offsets[i + 1] - t->offsets[i];
         if (!normal && t->ranks[i] != RANK_NONE) return "tokenizer has a rank for a token that is not normal";
     }
+    return NULL;
+}
 
-    /* normal tokens by their bytes; the others (specials, byte pieces) are never merged into */
-    t->table = new_table(n, &t->table_mask);
+/* Normal tokens by their bytes (the others, specials and byte pieces, are never merged into),
+ * and the token of each single byte. */
+static const char *index_tokens(Tokenizer *t) {
+    t->table = new_table(t->n_tokens, &t->table_mask);
     if (!t->table) return "out of memory for the tokenizer's table";
-    for (uint32_t id = 0; id < n; id++) {
+    for (uint32_t id = 0; id < t->n_tokens; id++) {
         if (kind_of(t, id) != TOKEN_NORMAL) continue;
         size_t len;
         const uint8_t *s = tokenizer_token(t, id, &len);
@@ -210,10 +229,7 @@ const char *tokenizer_init(Tokenizer *t, const uint8_t *data, uint64_t size, uin
         for (; t->table[i]; i = (i + 1) & t->table_mask) {
             size_t other_len = 0;
             const uint8_t *other = tokenizer_token(t, t->table[i] - 1, &other_len);
-            if (other_len == len && memcmp(other, s, len) == 0) {
-                tokenizer_free(t);
-                return "tokenizer has two tokens with the same bytes";
-            }
+            if (other_len == len && memcmp(other, s, len) == 0) return "tokenizer has two tokens with the same bytes";
         }
         t->table[i] = id + 1;
     }
@@ -222,74 +238,117 @@ const char *tokenizer_init(Tokenizer *t, const uint8_t *data, uint64_t size, uin
         t->byte_token[b] = lookup(t, &byte, 1);
         t->byte_piece[b] = RANK_NONE;
     }
-    for (uint32_t id = 0; id < n; id++) {
+    for (uint32_t id = 0; id < t->n_tokens; id++) {
         size_t len;
         const uint8_t *s = tokenizer_token(t, id, &len);
-        if (kind_of(t, id) == TOKEN_BYTE) {
-            if (len != 1) { tokenizer_free(t); return "tokenizer has a byte piece that is not one byte"; }
-            t->byte_piece[s[0]] = id;
-        }
-        if ((kind_of(t, id) == TOKEN_SPECIAL || kind_of(t, id) == TOKEN_CONTROL) && len > 0) t->n_specials++;
+        if (kind_of(t, id) != TOKEN_BYTE) continue;
+        if (len != 1) return "tokenizer has a byte piece that is not one byte";
+        t->byte_piece[s[0]] = id;
     }
     if ((t->flags & TOK_BYTE_FALLBACK))
         for (int b = 0; b < 256; b++)
-            if (t->byte_piece[b] == RANK_NONE) { tokenizer_free(t); return "tokenizer has byte fallback but lacks a byte piece"; }
-    if ((t->flags & TOK_SENTENCEPIECE) && !(t->flags & TOK_BYTE_FALLBACK) && t->unk_id < 0) {
-        tokenizer_free(t);
+            if (t->byte_piece[b] == RANK_NONE) return "tokenizer has byte fallback but lacks a byte piece";
+    if ((t->flags & TOK_SENTENCEPIECE) && !(t->flags & TOK_BYTE_FALLBACK) && t->unk_id < 0)
         return "a SentencePiece tokenizer needs byte fallback or an unknown token";
-    }
+    return NULL;
+}
 
-    /* --special's tokens, longest text first (the longest one matching at a position wins) */
-    t->specials = malloc((t->n_specials + 1) * sizeof(uint32_t));
-    if (!t->specials) { tokenizer_free(t); return "out of memory for the tokenizer's table"; }
-    uint32_t k = 0;
-    for (uint32_t id = 0; id < n; id++) {
+/* The tokens whose text a prompt may spell with --special (added and control tokens with a
+ * text), longest text first: the longest one matching at a position wins. */
+static const char *index_specials(Tokenizer *t) {
+    for (uint32_t id = 0; id < t->n_tokens; id++) {
         size_t len;
         tokenizer_token(t, id, &len);
-        if ((kind_of(t, id) == TOKEN_SPECIAL || kind_of(t, id) == TOKEN_CONTROL) && len > 0) {
-            uint32_t j = k++;
-            for (; j > 0; j--) { /* insertion by length, longest first; ids ascending among equals */
-                size_t other = 0;
-                tokenizer_token(t, t->specials[j - 1], &other);
-                if (other >= len) break;
-                t->specials[j] = t->specials[j - 1];
-            }
-            t->specials[j] = id;
-        }
+        if ((kind_of(t, id) == TOKEN_SPECIAL || kind_of(t, id) == TOKEN_CONTROL) && len > 0) t->n_specials++;
     }
-
-    if (t->flags & TOK_MERGE_PAIRS) {
-        t->pair_table = new_table(t->n_merges, &t->pair_mask);
-        if (!t->pair_table) { tokenizer_free(t); return "out of memory for the tokenizer's table"; }
-        for (uint32_t m = 0; m < t->n_merges; m++) {
-            const uint32_t *pair = t->merges + 3 * (size_t)m;
-            if (kind_of(t, pair[0]) != TOKEN_NORMAL || kind_of(t, pair[1]) != TOKEN_NORMAL ||
-                kind_of(t, pair[2]) != TOKEN_NORMAL) { tokenizer_free(t); return "tokenizer merges a token that is not normal"; }
-            uint64_t i = hash_pair(pair[0], pair[1]) & t->pair_mask;
-            for (; t->pair_table[i]; i = (i + 1) & t->pair_mask) {
-                const uint32_t *other = t->merges + 3 * (size_t)(t->pair_table[i] - 1);
-                if (other[0] == pair[0] && other[1] == pair[1]) { tokenizer_free(t); return "tokenizer lists a merge twice"; }
-            }
-            t->pair_table[i] = m + 1;
+    t->specials = malloc((t->n_specials + 1) * sizeof(uint32_t));
+    if (!t->specials) return "out of memory for the tokenizer's table";
+    uint32_t k = 0;
+    for (uint32_t id = 0; id < t->n_tokens; id++) {
+        size_t len;
+        tokenizer_token(t, id, &len);
+        if ((kind_of(t, id) != TOKEN_SPECIAL && kind_of(t, id) != TOKEN_CONTROL) || len == 0) continue;
+        uint32_t j = k++;
+        for (; j > 0; j--) { /* insertion by length, longest first; ids ascending among equals */
+            size_t other = 0;
+            tokenizer_token(t, t->specials[j - 1], &other);
+            if (other >= len) break;
+            t->specials[j] = t->specials[j - 1];
         }
-    }
-    if (t->n_rules) {
-        t->rule_table = new_table(t->n_rules, &t->rule_mask);
-        if (!t->rule_table) { tokenizer_free(t); return "out of memory for the tokenizer's table"; }
-        for (uint32_t r = 0; r < t->n_rules; r++) {
-            size_t len;
-            const uint8_t *key = rule_part(t, r, 0, &len);
-            if (len > 64) { tokenizer_free(t); return "tokenizer has a normalization rule longer than 64 bytes"; }
-            if (rule_of(t, key, len) != RANK_NONE) { tokenizer_free(t); return "tokenizer has two normalization rules for the same text"; }
-            uint64_t i = hash_bytes(key, len) & t->rule_mask;
-            while (t->rule_table[i]) i = (i + 1) & t->rule_mask;
-            t->rule_table[i] = r + 1;
-            t->rule_lengths |= 1ull << (len - 1);
-            rule_part(t, r, 1, &len);
-            if (len > t->max_rule_value) t->max_rule_value = (uint32_t)len;
-        }
+        t->specials[j] = id;
     }
     return NULL;
+}
+
+/* Hugging Face's merge list by its pairs (TOK_MERGE_PAIRS). */
+static const char *index_merges(Tokenizer *t) {
+    t->pair_table = new_table(t->n_merges, &t->pair_mask);
+    if (!t->pair_table) return "out of memory for the tokenizer's table";
+    for (uint32_t m = 0; m < t->n_merges; m++) {
+        const uint32_t *pair = t->merges + 3 * (size_t)m;
+        if (kind_of(t, pair[0]) != TOKEN_NORMAL || kind_of(t, pair[1]) != TOKEN_NORMAL || kind_of(t, pair[2]) != TOKEN_NORMAL)
+            return "tokenizer merges a token that is not normal";
+        uint64_t i = hash_pair(pair[0], pair[1]) & t->pair_mask;
+        for (; t->pair_table[i]; i = (i + 1) & t->pair_mask) {
+            const uint32_t *other = t->merges + 3 * (size_t)(t->pair_table[i] - 1);
+            if (other[0] == pair[0] && other[1] == pair[1]) return "tokenizer lists a merge twice";
+        }
+        t->pair_table[i] = m + 1;
+    }
+    return NULL;
+}
+
+/* SentencePiece's normalization rules by their keys. */
+static const char *index_rules(Tokenizer *t) {
+    t->rule_table = new_table(t->n_rules, &t->rule_mask);
+    if (!t->rule_table) return "out of memory for the tokenizer's table";
+    for (uint32_t r = 0; r < t->n_rules; r++) {
+        size_t len;
+        const uint8_t *key = rule_part(t, r, 0, &len);
+        if (len > 64) return "tokenizer has a normalization rule longer than 64 bytes";
+        if (rule_of(t, key, len) != RANK_NONE) return "tokenizer has two normalization rules for the same text";
+        uint64_t i = hash_bytes(key, len) & t->rule_mask;
+        while (t->rule_table[i]) i = (i + 1) & t->rule_mask;
+        t->rule_table[i] = r + 1;
+        t->rule_lengths |= 1ull << (len - 1);
+        rule_part(t, r, 1, &len);
+        if (len > t->max_rule_value) t->max_rule_value = (uint32_t)len;
+    }
+    return NULL;
+}
+
+/* The section's parts for its version, then the indexes built from them. */
+static const char *read_section(Tokenizer *t, const uint8_t *data, uint64_t size, uint32_t version) {
+    uint64_t end = 0;
+    const char *err = read_tokens(t, data, size, version, &end);
+    if (!err && version >= 3) err = read_version_3(t, data, size, end, &end);
+    else if (!err && t->pretokenizer != PRETOK_CHAR) t->flags = TOK_WHOLE_PIECES; /* versions 1, 2: tiktoken's BPE */
+    if (!err && version >= 4) err = read_version_4(t, data, size, end);
+    else if (!err && t->eot_id >= 0) { /* versions 1-3: the stop set is end-of-text */
+        t->eot_stop = (uint32_t)t->eot_id;
+        t->stop = &t->eot_stop;
+        t->n_stop = 1;
+    }
+    if (!err) err = check_tokens(t);
+    if (!err) err = index_tokens(t);
+    if (!err) err = index_specials(t);
+    if (!err && (t->flags & TOK_MERGE_PAIRS)) err = index_merges(t);
+    if (!err && t->n_rules) err = index_rules(t);
+    return err;
+}
+
+const char *tokenizer_init(Tokenizer *t, const uint8_t *data, uint64_t size, uint32_t version) {
+    memset(t, 0, sizeof *t);
+    t->bos_id = t->unk_id = -1;
+    const char *err = read_section(t, data, size, version);
+    if (err) tokenizer_free(t);
+    return err;
+}
+
+int tokenizer_stops(const Tokenizer *t, uint32_t id) {
+    for (uint32_t i = 0; i < t->n_stop; i++)
+        if (t->stop[i] == id) return 1;
+    return 0;
 }
 
 void tokenizer_free(Tokenizer *t) {
@@ -877,13 +936,16 @@ static uint32_t special_at(const Tokenizer *t, const uint8_t *text, size_t len) 
     return RANK_NONE;
 }
 
-long tokenizer_encode(Tokenizer *t, const uint8_t *text, size_t len, uint32_t **ids, size_t *cap,
+long tokenizer_encode(Tokenizer *t, const uint8_t *text, size_t len, unsigned how, uint32_t **ids, size_t *cap,
                       const char **err) {
     size_t count = 0;
     *err = NULL;
-    if (t->bos_id >= 0 && push_id(ids, cap, &count, (uint32_t)t->bos_id)) { *err = "out of memory while encoding"; return -1; }
+    if ((how & ENCODE_BOS) && t->bos_id >= 0 && push_id(ids, cap, &count, (uint32_t)t->bos_id)) {
+        *err = "out of memory while encoding";
+        return -1;
+    }
     size_t start = 0;
-    for (size_t i = 0; t->parse_special && i < len; i++) {
+    for (size_t i = 0; (how & ENCODE_SPECIAL) && i < len; i++) {
         uint32_t special = special_at(t, text + i, len - i);
         if (special == RANK_NONE) continue;
         if (i > start && encode_text(t, text + start, i - start, ids, cap, &count, err)) return -1;
@@ -895,4 +957,29 @@ long tokenizer_encode(Tokenizer *t, const uint8_t *text, size_t len, uint32_t **
     }
     if (start < len && encode_text(t, text + start, len - start, ids, cap, &count, err)) return -1;
     return (long)count;
+}
+
+/* ---- decoding ------------------------------------------------------------------------- */
+
+/* SentencePiece's decoding drops the space its dummy prefix put before a text: a generation
+ * with no prompt prints its first words as SentencePiece's decode() would (sentencepiece_
+ * processor.cc): while nothing is printed, a normal token (not a byte or unknown piece) that
+ * starts with a space loses it, only the first such token unless extra spaces are removed. */
+TokenDecoder tokenizer_decoder(const Tokenizer *t, int after_prompt) {
+    int drops = (t->flags & TOK_SENTENCEPIECE) && (t->flags & (TOK_DUMMY_PREFIX | TOK_REMOVE_EXTRA_SPACES));
+    return (TokenDecoder){.at_start = !after_prompt && drops};
+}
+
+const uint8_t *tokenizer_decode(const Tokenizer *t, TokenDecoder *d, uint32_t id, size_t *len) {
+    const uint8_t *bytes = tokenizer_token(t, id, len);
+    if (!bytes) return NULL;
+    if (kind_of(t, id) == TOKEN_CONTROL) *len = 0;
+    if (!d->at_start) return bytes;
+    if (t->kinds && t->kinds[id] == TOKEN_NORMAL && !d->space_dropped && *len > 0 && bytes[0] == ' ') {
+        bytes++;
+        (*len)--;
+        d->space_dropped = !(t->flags & TOK_REMOVE_EXTRA_SPACES);
+    }
+    if (*len > 0) d->at_start = 0;
+    return bytes;
 }

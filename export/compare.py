@@ -36,7 +36,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from export import load_source  # noqa: E402
-from weight_file import ExportError, TokenizerData  # noqa: E402
+from weight_file import MATRICES, ExportError, TokenizerData, base_name, table_entries, unpack_header  # noqa: E402
 from model import CACHES, GPT, Rng, generate, sample  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -97,7 +97,7 @@ def c_generate(run: Path, model: Path, prompt: bytes, n: int, temperature: float
 
 def split_samples(stdout: bytes, n: int, seed: int) -> list[bytes]:
     """The samples of `run --samples n -s seed` stdout: each follows its line "--- sample I of
-    n, seed S ---" and is followed by a newline that is not part of it (README "Many samples")."""
+    n, seed S ---" and is followed by a newline that is not part of it (docs/cli.md, "Many samples")."""
     heads = [f"--- sample {i + 1} of {n}, seed {seed + i} ---\n".encode() for i in range(n)]
     if not stdout.startswith(heads[0]) or not stdout.endswith(b"\n"):
         raise RuntimeError("run --samples: stdout does not start with the first sample's line")
@@ -232,6 +232,15 @@ def compare_samples(args, prompt: bytes, reference: tuple | None) -> bool:
 QUANTIZED_BOUND = {1: ("q8_0", 0.10), 2: ("q4_0", 0.50)}
 
 
+def coarsest_type(path: Path) -> int:
+    """The weight type of MODEL.bin's matrices with the largest quantization error (f32 < q8_0 <
+    q4_0): a file may mix them."""
+    raw = Path(path).read_bytes()
+    h = unpack_header(raw)
+    types = {wtype for name, wtype, _, _ in table_entries(raw, h) if base_name(name) in MATRICES}
+    return max(types, key=lambda t: QUANTIZED_BOUND.get(t, ("", 0.0))[1], default=0)
+
+
 def compare_quantized(args, model: GPT, ids: list[int], prompt: bytes, weight_type: int) -> int:
     name, bound = QUANTIZED_BOUND[weight_type]
     ok = True
@@ -276,8 +285,7 @@ def main() -> int:
     prompt = args.prompt.encode("utf-8")
     ids = c_tokens(args.run, args.model, prompt)[: model.config.n_ctx]
     prompt = tok.decode(ids)
-    with open(args.model, "rb") as f:
-        weight_type = struct.unpack_from("<I", f.read(64), 60)[0]
+    weight_type = coarsest_type(args.model)
     if weight_type in QUANTIZED_BOUND:
         return compare_quantized(args, model, ids, prompt, weight_type)
     ok = True

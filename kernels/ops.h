@@ -17,9 +17,9 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "../model.h"
 #include "parallel.h"
 #include "simd.h"
+#include "types.h" /* GELU_TANH, GELU_ERF */
 
 /* Elementwise steps over a prompt's block are split between threads in spans of SPAN values;
  * one token's (decode) stay on one thread, where starting the others would cost more. */
@@ -31,8 +31,8 @@
  * tree p_i + p_{i+8}, + p_{i+4}, + p_{i+2}, + p_{i+1}. In vectors: 16 / VW of them, added
  * while the halves are whole vectors, then vf_reduce; a part block at the end goes through a
  * copy padded with values that add exactly nothing (0 to a sum, c to the squares).
- * One chain of 512 additions in order (the definition before these) was 4% of a small model's
- * decode step, all on one thread. */
+ * (One chain of additions in order, the definition before these, was a dependent chain on the
+ * decode step's single thread.) */
 static inline void add_block16(vf *acc, const float *block, vf minus_c, int squares) {
     for (int v = 0; v < 16 / VW; v++) {
         vf value = vf_load(block + v * VW);

@@ -20,13 +20,10 @@
  *       (`#pragma omp parallel`); for kernels with per-thread set-up (AMX's tiles) around an
  *       `omp for` of their own.
  *
- * Why a team per forward pass: a `#pragma omp parallel` region of two threads costs about 2.3
- * us on the KVM guests this project is developed on (libgomp wakes the team and ends it with a
- * futex system call whether or not a thread waits), and a decode step of a small model has
- * five or six such loops a layer. Inside one team a split loop ends at a barrier of two C11
- * atomics instead: 0.42 us (AMD Zen 4, 2 vCPUs, a loop of two iterations 200000 times:
- * libgomp's region 2.33 us, `omp for` with libgomp's barrier 1.13, `omp for nowait` and this
- * barrier 0.42).
+ * Why a team per forward pass: a `#pragma omp parallel` region starts and ends a team (libgomp
+ * wakes it and ends it with a futex system call whether or not a thread waits), and a decode
+ * step of a small model has five or six such loops a layer. Inside one team a split loop ends
+ * at a barrier of two C11 atomics instead, several times cheaper (docs/speed.md).
  *
  * Why not `#pragma omp parallel for if (split)` outside a team: with split false that still
  * starts and ends a team of one thread, with the same futex call (and on a guest with

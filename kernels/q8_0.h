@@ -1,52 +1,37 @@
-/* kernels/q8_0.h: matrix products with q8_0 weights (model.h: int8 quants with one float32
- * scale per QUANT_GROUP values along a row), computed as kernels/simd.h defines: the
+/* kernels/q8_0.h: matrix products with q8_0 weights (kernels/types.h: int8 quants with one
+ * float32 scale per QUANT_GROUP values along a row), computed as kernels/simd.h defines: the
  * activations quantized the same way on every path (kernels/quant.h), an exact integer dot
- * product per group, an fma chain over the groups.
- *   x86 (AVX-512, AVX2): the weights rearranged once at load into panels of 16 rows (q8_pack),
- *     read by AVX512-VNNI or 256-bit AVX-VNNI / AVX2 maddubs kernels for decode (T = 1), and
- *     for prefill (T > 1) by AMX tile products (Intel Sapphire Rapids and later, where Linux
- *     grants the tiles), AVX512-VNNI (8 tokens per weight load) or the 256-bit kernels (4).
- *   NEON (with sdot where the CPU has it) and portable C: row by row from the file's layout.
- */
+ * product per group, an fma chain over the groups. This file holds the portable definition
+ * (row by row from the file's layout) and the format's record; x86 multiplies from panels
+ * rearranged at load (kernels/x86/q8_0.h), ARM takes each group's dot product in NEON
+ * (kernels/arm/q8_0.h); kernels/arch.h maps each kernel to the definition this build uses. */
 #ifndef KERNELS_Q8_0_H
 #define KERNELS_Q8_0_H
 
-#ifndef _DEFAULT_SOURCE /* syscall(), for the AMX permission */
+#ifndef _DEFAULT_SOURCE /* kernels/x86/q8_0.h asks Linux for the AMX tiles with syscall() */
 #define _DEFAULT_SOURCE
 #endif
-#include <math.h>
+
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <string.h>
 
-#include "../model.h"
+#include "arch.h"
+#include "arm/q8_0.h"
 #include "matrix.h"
 #include "quant.h"
-#include "simd.h"
+#include "types.h"
+#include "x86/q8_0.h"
 
-/* ---- row by row, from the file's layout (NEON, portable C) ------------------------------- */
+/* ---- the portable definition: row by row, from the file's layout ------------------------- */
 
 /* The exact integer dot product of one group of 32 int8 quants with 32 activation quants. */
-static inline int32_t group_dot_q8(const int8_t *w, const int8_t *x) {
-#if defined(__ARM_NEON) && defined(__ARM_FEATURE_DOTPROD)
-    int32x4_t dots = vdotq_s32(vdupq_n_s32(0), vld1q_s8(w), vld1q_s8(x));
-    return vaddvq_s32(vdotq_s32(dots, vld1q_s8(w + 16), vld1q_s8(x + 16)));
-#elif defined(__ARM_NEON)
-    /* without sdot (Cortex-A53/A72): int8 x int8 to int16 (two products per lane: at most
-     * 2 x 127 x 127, which fits), then pairwise into int32 */
-    int8x16_t w0 = vld1q_s8(w), w1 = vld1q_s8(w + 16), x0 = vld1q_s8(x), x1 = vld1q_s8(x + 16);
-    int16x8_t p0 = vmlal_s8(vmull_s8(vget_low_s8(w0), vget_low_s8(x0)), vget_high_s8(w0), vget_high_s8(x0));
-    int16x8_t p1 = vmlal_s8(vmull_s8(vget_low_s8(w1), vget_low_s8(x1)), vget_high_s8(w1), vget_high_s8(x1));
-    return vaddvq_s32(vpadalq_s16(vpaddlq_s16(p0), p1));
-#else
+__attribute__((unused)) static inline int32_t q8_0_group_dot_generic(const int8_t *w, const int8_t *x) {
     int32_t dot = 0;
     for (int i = 0; i < QUANT_GROUP; i++) dot += (int32_t)w[i] * x[i];
     return dot;
-#endif
 }
 
-static int32_t q8_group_dot(const void *w, int b, const int8_t *x) { return group_dot_q8((const int8_t *)w + b * QUANT_GROUP, x); }
+static int32_t q8_group_dot(const void *w, int b, const int8_t *x) { return q8_0_group_dot((const int8_t *)w + b * QUANT_GROUP, x); }
 
 /* One row of quants wq and scales ws with one token's activation quants and scales. */
 static inline float dot_q8(const int8_t *wq, const float *ws, const int8_t *xq, const float *xs, int n) {
@@ -58,437 +43,32 @@ static float q8_row_dot(const Matrix *w, int r, const int8_t *xq, const float *x
     return dot_q8(w->q8 + (size_t)r * n, w->scale + (size_t)r * (n / QUANT_GROUP), xq, xs, n);
 }
 
-/* ---- x86: weights rearranged at load ------------------------------------------------------ */
-
-/* How a matrix's copy is laid out, which also decides the kernel that reads it. */
-enum {
-    Q8_PACK_NONE,   /* no copy: dot_q8 row by row */
-    Q8_PACK_SIGNED,   /* quants and scales, for AMX (signed x signed; AVX512-VNNI decode beside
-                         it) and the 256-bit kernels (|w| times x with w's sign) */
-    Q8_PACK_UNSIGNED, /* quants + 128 as unsigned bytes, and scales: AVX512-VNNI's dpbusd
-                         multiplies them by the signed activations, and 128 x the activations'
-                         group sum comes off */
-};
-
-#if defined(__AMX_INT8__) && defined(__AMX_TILE__) && defined(__AVX512F__) && defined(__linux__)
-#include <sys/syscall.h>
-#include <unistd.h>
-#define AMX_PREFILL 1
-
-/* Linux hands out the 8 KB tile state only on request (arch_prctl ARCH_REQ_XCOMP_PERM for
- * XFEATURE_XTILEDATA, constants from the kernel's uapi headers); asked once per process. */
-static int amx_available(void) {
-    static int state = 0; /* 0 not asked yet, 1 granted, -1 refused */
-    if (state == 0) state = syscall(SYS_arch_prctl, 0x1023, 18) == 0 ? 1 : -1;
-    return state == 1;
-}
-#else
-static inline int amx_available(void) { return 0; }
-#endif
-
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
-#define VNNI512_KERNELS 1
-#define Q8_DECODE "avx512-vnni, 16 rows"
-#define Q8_PREFILL "avx512-vnni, 16 rows x 8 tokens"
-#elif defined(__AVX2__) && defined(__FMA__)
-#define AVX2_KERNELS 1 /* AVX-VNNI's dpbusd where the CPU has it, else maddubs */
-#if defined(__AVXVNNI__)
-#define Q8_DECODE "avx-vnni, 16 rows"
-#define Q8_PREFILL "avx-vnni, 16 rows x 4 tokens"
-#else
-#define Q8_DECODE "avx2-maddubs, 16 rows"
-#define Q8_PREFILL "avx2-maddubs, 16 rows x 4 tokens"
-#endif
-#elif defined(__ARM_NEON) && defined(__ARM_FEATURE_DOTPROD)
-#define Q8_DECODE "neon-sdot, row by row"
-#define Q8_PREFILL "row by row per token"
-#elif defined(__ARM_NEON)
-#define Q8_DECODE "neon, row by row"
-#define Q8_PREFILL "row by row per token"
-#else
-#define Q8_DECODE "scalar, row by row"
-#define Q8_PREFILL "row by row per token"
-#endif
-
-/* One group of a panel: PANEL_ROWS rows x QUANT_GROUP quants. */
-#define Q8_PANEL_GROUP (PANEL_ROWS * QUANT_GROUP)
-
-/* The copy's layout for this build on this CPU, unless tests/test_kernels.c forces one this CPU
- * would not choose: the signed copy, whose decode kernel AMX machines run, on any AVX-512 CPU. */
-static int forced_q8_packing = -1;
-static int q8_packing(void) {
-    if (forced_q8_packing >= 0) return forced_q8_packing;
-    if (amx_available()) return Q8_PACK_SIGNED;
-#if defined(VNNI512_KERNELS)
-    return Q8_PACK_UNSIGNED;
-#elif defined(AVX2_KERNELS)
-    return Q8_PACK_SIGNED;
-#else
-    return Q8_PACK_NONE;
-#endif
-}
-
-static const char *q8_description(void) {
-    static char text[128];
-    snprintf(text, sizeof text, "%s (prefill %s)", Q8_DECODE, amx_available() ? "amx, 16 rows x 16 tokens" : Q8_PREFILL);
-    return text;
-}
-
-/* The copy of W (rows, n): whole panels of 16 rows (zero rows past the end), per panel and
- * group of 32 columns 8 lines of 64 bytes where bytes 4r..4r+3 of line j are w[r][4j..4j+3]
- * (AMX's B operand; for VNNI, line j holds 4 columns of all 16 rows, one row per 32-bit lane):
- * quants (panels, nb, 512), for Q8_PACK_UNSIGNED each plus 128 as an unsigned byte; then the
- * rows' scales (panels, nb, 16). */
-static size_t q8_packed_bytes(const Matrix *m) {
-    if (q8_packing() == Q8_PACK_NONE) return 0;
-    return panel_rows(m->rows) * (size_t)m->cols / QUANT_GROUP * (QUANT_GROUP + sizeof(float));
-}
-
-/* A product's weights as the panel kernels read them: the parts of m's copy. */
-static void q8_packed_parts(const Matrix *m, QuantProduct *p) {
-    size_t groups = panel_rows(m->rows) * (size_t)m->cols / QUANT_GROUP;
-    p->wq = m->packed;
-    p->ws = (const float *)(const void *)((const int8_t *)m->packed + groups * QUANT_GROUP);
-}
-
-static void q8_pack(Matrix *m, void *dst) {
-    int n = m->cols, nb = n / QUANT_GROUP;
-    m->packed = dst;
-    m->packing = q8_packing();
-    uint8_t offset = m->packing == Q8_PACK_UNSIGNED ? 128 : 0;
-    QuantProduct p;
-    q8_packed_parts(m, &p);
-    long panel;
-#pragma omp parallel for schedule(static)
-    for (panel = 0; panel < (m->rows + PANEL_ROWS - 1) / PANEL_ROWS; panel++)
-        for (int b = 0; b < nb; b++) {
-            int8_t *lines = (int8_t *)p.wq + ((size_t)panel * nb + b) * Q8_PANEL_GROUP;
-            for (int r = 0; r < PANEL_ROWS; r++) {
-                size_t row = (size_t)panel * PANEL_ROWS + r, at = ((size_t)panel * nb + b) * PANEL_ROWS + r;
-                int real = row < (size_t)m->rows;
-                const int8_t *src = m->q8 + row * n + b * QUANT_GROUP;
-                for (int j = 0; j < QUANT_GROUP / 4; j++)
-                    for (int k = 0; k < 4; k++) /* zero rows past the end: the quant 0 */
-                        lines[j * 64 + r * 4 + k] = (int8_t)(uint8_t)((real ? (uint8_t)src[j * 4 + k] : 0) + offset);
-                ((float *)p.ws)[at] = real ? m->scale[row * nb + b] : 0.0f;
-            }
-        }
-}
-
-#ifdef AMX_PREFILL
-/* Tiles 0 to 3: C, 16 tokens x 16 rows of int32 sums over one group each. Tiles 4 and 6: A,
- * 16 tokens x 32 activation quants. Tiles 5 and 7: B, 16 rows x 32 weight quants (VNNI). */
-static void amx_configure(void) {
-    struct { uint8_t palette, start_row, reserved[14]; uint16_t colsb[16]; uint8_t rows[16]; } cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.palette = 1;
-    for (int i = 0; i < 4; i++) { cfg.rows[i] = 16; cfg.colsb[i] = 64; }
-    for (int i = 4; i < 8; i += 2) {
-        cfg.rows[i] = 16; cfg.colsb[i] = 32;       /* A */
-        cfg.rows[i + 1] = 8; cfg.colsb[i + 1] = 64; /* B */
-    }
-    _tile_loadconfig(&cfg);
-}
-
-/* acc[t] += sums[t] (16 rows' int32 sums of one group) x row scales x token t's scale */
-static inline void amx_scale_add(__m512 acc[16], int32_t sums[16][16], const float *ws, const float *xs) {
-    __m512 w = _mm512_loadu_ps(ws);
-    for (int t = 0; t < 16; t++)
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(sums[t])),
-                                 _mm512_mul_ps(w, _mm512_set1_ps(xs[t])), acc[t]);
-}
-
-/* Rows 16 * panel .. + 15 for all T tokens. The activations' quants and scales come in AMX
- * order, (T / 16, nb, 16, 32) and (T / 16, nb, 16), zero past T. tdpbssd multiplies signed
- * bytes by signed bytes, four products to each int32. Groups go in pairs, software-pipelined:
- * the products of the next pair (in C tiles 2, 3 or 0, 1) are under way while the sums of this
- * pair are stored and scaled into acc, so the tile unit's latency is hidden. */
-static void amx_rows16(const QuantProduct *p, int panel) {
-    int nb = p->nb, pairs = nb / 2, r0 = PANEL_ROWS * panel;
-    const int8_t *wt = (const int8_t *)p->wq + (size_t)panel * nb * Q8_PANEL_GROUP;
-    const float *ws = p->ws + (size_t)panel * nb * PANEL_ROWS;
-    __mmask16 live = first_lanes(p->rows - r0);
-    __m512 bv = p->bias ? _mm512_maskz_loadu_ps(live, p->bias + r0) : _mm512_setzero_ps();
-    int32_t sums[2][16][16] __attribute__((aligned(64)));
-    for (int t0 = 0; t0 < p->T; t0 += 16) {
-        const int8_t *a = p->xq + (size_t)(t0 / 16) * nb * Q8_PANEL_GROUP;
-        const float *as = p->xs + (size_t)(t0 / 16) * nb * 16;
-        __m512 acc[16];
-        for (int t = 0; t < 16; t++) acc[t] = _mm512_setzero_ps();
-/* products of groups b and b + 1 into C tiles c0 and c1 */
-#define ISSUE(c0, c1, b)                                               \
-    do {                                                               \
-        _tile_zero(c0);                                                \
-        _tile_zero(c1);                                                \
-        _tile_loadd(4, a + (size_t)(b) * Q8_PANEL_GROUP, QUANT_GROUP);                     \
-        _tile_loadd(5, wt + (size_t)(b) * Q8_PANEL_GROUP, 64);                    \
-        _tile_dpbssd(c0, 4, 5);                                        \
-        _tile_loadd(6, a + (size_t)((b) + 1) * Q8_PANEL_GROUP, QUANT_GROUP);               \
-        _tile_loadd(7, wt + (size_t)((b) + 1) * Q8_PANEL_GROUP, 64);              \
-        _tile_dpbssd(c1, 6, 7);                                        \
-    } while (0)
-/* their sums, scaled, into acc */
-#define DRAIN(c0, c1, b)                                               \
-    do {                                                               \
-        _tile_stored(c0, sums[0], 64);                                 \
-        _tile_stored(c1, sums[1], 64);                                 \
-        amx_scale_add(acc, sums[0], ws + (b) * PANEL_ROWS, as + (b) * 16);     \
-        amx_scale_add(acc, sums[1], ws + ((b) + 1) * PANEL_ROWS, as + ((b) + 1) * 16); \
-    } while (0)
-        if (pairs > 0) ISSUE(0, 1, 0);
-        for (int q = 0; q < pairs; q += 2) {
-            if (q + 1 < pairs) ISSUE(2, 3, 2 * (q + 1));
-            DRAIN(0, 1, 2 * q);
-            if (q + 1 >= pairs) break;
-            if (q + 2 < pairs) ISSUE(0, 1, 2 * (q + 2));
-            DRAIN(2, 3, 2 * (q + 1));
-        }
-#undef ISSUE
-#undef DRAIN
-        if (nb % 2) { /* an odd number of groups: the last one alone */
-            int b = nb - 1;
-            _tile_zero(0);
-            _tile_loadd(4, a + (size_t)b * Q8_PANEL_GROUP, QUANT_GROUP);
-            _tile_loadd(5, wt + (size_t)b * Q8_PANEL_GROUP, 64);
-            _tile_dpbssd(0, 4, 5);
-            _tile_stored(0, sums[0], 64);
-            amx_scale_add(acc, sums[0], ws + b * PANEL_ROWS, as + b * 16);
-        }
-        for (int t = 0; t < 16 && t0 + t < p->T; t++)
-            _mm512_mask_storeu_ps(p->out + (size_t)(t0 + t) * p->rows + r0, live, _mm512_add_ps(acc[t], bv));
-    }
-}
-#endif
-
-#ifdef VNNI512_KERNELS
-/* Rows 16 * panel .. + 15 for TOKENS tokens from t0 (1 for decode, 8 for prefill; past T, the
- * last token again, whose sums are not stored), from a Q8_PACK_UNSIGNED copy: the 16 rows' int32
- * sums in the lanes of one register per token. Per line of the group (64 bytes: 4 quants + 128
- * of each row), one dpbusd per token multiplies them by the token's 4 activation quants
- * broadcast to every lane (dpbusd_four); each token's sums start at -128 x the group's sum of
- * its quants, which takes the +128 off again: exact integers, the same as the signed product.
- * Signed weights cost four more operations a line (a broadcast, |w|, x given w's sign: see
- * vnni512_signed_decode, which this replaced where there are no AMX tiles): on AMD Zen 4
- * (medians of 5 alternating runs) the decode kernel went from 72.9 to 88.4 GB/s of weights in
- * L2 (`tests/build/kernels q8_0 512 512 1`); in L3 (7280 x 2048) both read at the cache's
- * speed, 71-72.
- * With 8 tokens the first pass over the panel asks for the group 4 ahead (2 KB), as
- * q4_rows16_512 does: `tests/build/kernels q8_0 65536 2048 THREADS 8` (--samples 8's product,
- * 151 MB) on AMD Zen 4 went from 10.9 to 13.5-14.0 GB/s of weights with 1 thread and 19.2 to
- * 21.1-22.4 with 2. */
-static inline __attribute__((always_inline)) void vnni512_rows16(const QuantProduct *p, int panel, int t0,
-                                                                 const int TOKENS) {
-    int nb = p->nb, r0 = PANEL_ROWS * panel;
-    const uint8_t *wt = (const uint8_t *)p->wq + (size_t)panel * nb * Q8_PANEL_GROUP;
-    const float *ws = p->ws + (size_t)panel * nb * PANEL_ROWS;
-    PanelTokens x = panel_tokens(p, t0, TOKENS);
-    __m512 acc[8];
-    for (int t = 0; t < TOKENS; t++) acc[t] = _mm512_setzero_ps();
-    for (int b = 0; b < nb; b++) {
-        if (TOKENS > 1 && t0 == 0) { /* the panel's first pass: the group 4 ahead into L1
-                                        (q4_rows16_512 says why), and 16 ahead (8 KB) into L2 */
-            for (int j = 0; j < 8; j++) _mm_prefetch((const char *)(wt + ((size_t)b + 16) * Q8_PANEL_GROUP + 64 * j), _MM_HINT_T2);
-            for (int j = 0; j < 8; j++) _mm_prefetch((const char *)(wt + ((size_t)b + 4) * Q8_PANEL_GROUP + 64 * j), _MM_HINT_T0);
-            _mm_prefetch((const char *)(ws + (b + 4) * PANEL_ROWS), _MM_HINT_T0);
-        } else if (TOKENS > 1 && next_panel_wanted(p, t0, TOKENS)) { /* the last pass: the next panel's group b */
-            for (int j = 0; j < 8; j++) _mm_prefetch((const char *)(wt + ((size_t)nb + b) * Q8_PANEL_GROUP + 64 * j), _MM_HINT_T1);
-            _mm_prefetch((const char *)(ws + (nb + b) * PANEL_ROWS), _MM_HINT_T1);
-        }
-        __m512i dots[8];
-        for (int t = 0; t < TOKENS; t++) dots[t] = _mm512_set1_epi32(-128 * x.sum[t][b]);
-        for (int j = 0; j < 8; j++) {
-            __m512i w = _mm512_loadu_si512(wt + ((size_t)b * 8 + j) * 64);
-            for (int t = 0; t < TOKENS; t++) dots[t] = dpbusd_four(dots[t], w, x.q[t] + b * QUANT_GROUP + 4 * j);
-        }
-        __m512 sw = _mm512_loadu_ps(ws + b * PANEL_ROWS);
-        for (int t = 0; t < TOKENS; t++)
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots[t]), _mm512_mul_ps(sw, _mm512_set1_ps(x.scale[t][b])), acc[t]);
-    }
-    store_rows16_512(p, r0, t0, TOKENS, acc);
-}
-
-static void decode_vnni512(const QuantProduct *p, int panel) { vnni512_rows16(p, panel, 0, 1); }
-static void prefill_vnni512(const QuantProduct *p, int panel) {
-    for (int t0 = 0; t0 < p->T; t0 += 8) vnni512_rows16(p, panel, t0, 8);
-}
-
-/* Decode from a Q8_PACK_SIGNED copy (beside AMX, whose tiles multiply signed by signed): per
- * line, 4 activation bytes broadcast to every lane and given each weight's sign (dpbusd
- * multiplies unsigned by signed bytes: |w| times x with w's sign). */
-static void vnni512_signed_decode(const QuantProduct *p, int panel) {
-    int nb = p->nb, r0 = PANEL_ROWS * panel;
-    const int8_t *wt = (const int8_t *)p->wq + (size_t)panel * nb * Q8_PANEL_GROUP;
-    const float *ws = p->ws + (size_t)panel * nb * PANEL_ROWS;
-    __m512 acc = _mm512_setzero_ps();
-    for (int b = 0; b < nb; b++) {
-        __m512i dots = _mm512_setzero_si512();
-        for (int j = 0; j < 8; j++) {
-            __m512i w = _mm512_loadu_si512(wt + ((size_t)b * 8 + j) * 64);
-            int32_t four;
-            memcpy(&four, p->xq + b * QUANT_GROUP + 4 * j, 4);
-            __m512i x = _mm512_set1_epi32(four);
-            __m512i signed_x = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), _mm512_setzero_si512(), x);
-            dots = _mm512_dpbusd_epi32(dots, _mm512_abs_epi8(w), signed_x);
-        }
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots), _mm512_mul_ps(_mm512_loadu_ps(ws + b * PANEL_ROWS),
-                                                                       _mm512_set1_ps(p->xs[b])), acc);
-    }
-    store_rows16_512(p, r0, 0, 1, &acc);
-}
-#endif
-
-#ifdef AVX2_KERNELS
-/* 4-byte products of the activation bytes x (given w's signs) with one line of 8 rows' |w|,
- * added to the 8 rows' int32 sums: AVX-VNNI's dpbusd, or with AVX2 alone maddubs (unsigned x
- * signed bytes to int16 pairs: no pair exceeds 2 x 127 x 127, so int16 cannot saturate) then
- * madd (pairs to int32). */
-static inline __m256i add_dot4(__m256i sums, __m256i abs_w, __m256i signed_x) {
-#if defined(__AVXVNNI__)
-    return _mm256_dpbusd_avx_epi32(sums, abs_w, signed_x);
-#else
-    __m256i pairs = _mm256_maddubs_epi16(abs_w, signed_x);
-    return _mm256_add_epi32(sums, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
-#endif
-}
-
-
-/* Rows 16 * panel .. + 15 for tokens t0..t0+tokens-1 (tokens <= 4) with 256-bit registers:
- * rows 0..7 and 8..15 of the panel in two registers, the tokens sharing each load of weights.
- * Decode is the case of one token; it asks for the next group's lines before using this
- * group's: on AMD Zen 2 (GPT-2 medium q8_0, 1 thread) that took the kernel from about 82% to
- * 91% of a plain read's speed, while 2 or more groups ahead was slower than none. With several
- * tokens the first pass over a panel asks for the group 4 ahead, as prefill_vnni512 does:
- * `tests/build/kernels q8_0 65536 2048 THREADS 8` of this build (-mavx2 -mfma) on AMD Zen 4
- * went from 6.1-6.5 to 7.2-7.3 GB/s of weights with 1 thread (11.3-11.4 to 11.6-13.1 with 2);
- * not measured on an AVX2-only CPU. The activations (T, n) are signed. */
-static void rows16_avx2(const QuantProduct *p, int panel, int t0, int tokens) {
-    int nb = p->nb, n = nb * QUANT_GROUP, r0 = PANEL_ROWS * panel;
-    const int8_t *wt = (const int8_t *)p->wq + (size_t)panel * nb * Q8_PANEL_GROUP;
-    const float *ws = p->ws + (size_t)panel * nb * PANEL_ROWS;
-    __m256 lo[4], hi[4];
-    for (int t = 0; t < 4; t++) lo[t] = hi[t] = _mm256_setzero_ps();
-    for (int b = 0; b < nb; b++) {
-        __m256i dlo[4], dhi[4];
-        for (int t = 0; t < 4; t++) dlo[t] = dhi[t] = _mm256_setzero_si256();
-        if (tokens == 1) /* decode: the next group's 8 lines asked for before this group's are used */
-            for (int j = 0; j < 8; j++) _mm_prefetch((const char *)(wt + ((size_t)b + 1) * Q8_PANEL_GROUP + 64 * j), _MM_HINT_T0);
-        else if (t0 == 0) /* a panel's first pass with several tokens: the group 4 ahead (2 KB) */
-            for (int j = 0; j < 8; j++) _mm_prefetch((const char *)(wt + ((size_t)b + 4) * Q8_PANEL_GROUP + 64 * j), _MM_HINT_T0);
-        else if (next_panel_wanted(p, t0, tokens)) /* the last pass: the next panel's group b */
-            for (int j = 0; j < 8; j++) _mm_prefetch((const char *)(wt + ((size_t)nb + b) * Q8_PANEL_GROUP + 64 * j), _MM_HINT_T1);
-        for (int j = 0; j < 8; j++) {
-            const int8_t *line = wt + ((size_t)b * 8 + j) * 64;
-            __m256i wlo = _mm256_loadu_si256((const __m256i *)line),
-                    whi = _mm256_loadu_si256((const __m256i *)(line + 32));
-            __m256i alo = _mm256_abs_epi8(wlo), ahi = _mm256_abs_epi8(whi);
-            for (int t = 0; t < tokens; t++) {
-                int32_t four;
-                memcpy(&four, p->xq + (size_t)(t0 + t) * n + b * QUANT_GROUP + 4 * j, 4);
-                __m256i x = _mm256_set1_epi32(four);
-                dlo[t] = add_dot4(dlo[t], alo, _mm256_sign_epi8(x, wlo));
-                dhi[t] = add_dot4(dhi[t], ahi, _mm256_sign_epi8(x, whi));
-            }
-        }
-        __m256 slo = _mm256_loadu_ps(ws + b * PANEL_ROWS), shi = _mm256_loadu_ps(ws + b * PANEL_ROWS + 8);
-        for (int t = 0; t < tokens; t++) {
-            __m256 sx = _mm256_set1_ps(p->xs[(size_t)(t0 + t) * nb + b]);
-            lo[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dlo[t]), _mm256_mul_ps(slo, sx), lo[t]);
-            hi[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dhi[t]), _mm256_mul_ps(shi, sx), hi[t]);
-        }
-    }
-    store_rows16(p, r0, t0, tokens, lo, hi);
-}
-#endif
-
-#ifdef AVX2_KERNELS
-static void decode_avx2(const QuantProduct *p, int panel) { rows16_avx2(p, panel, 0, 1); }
-static void prefill_avx2(const QuantProduct *p, int panel) {
-    for (int t0 = 0; t0 < p->T; t0 += 4) rows16_avx2(p, panel, t0, min_int(4, p->T - t0));
-}
-#endif
-
-#ifdef AMX_PREFILL
-/* Prefill on AMX tiles: the activations quantized in AMX order, (T / 16, nb, 16, 32) quants and
- * (T / 16, nb, 16) scales, zero past T; a team of threads each with its tiles configured. */
-static void amx_panels(const QuantProduct *p, int panels) {
-    int panel;
-    amx_configure();
-#pragma omp for schedule(dynamic, 1)
-    for (panel = 0; panel < panels; panel++) amx_rows16(p, panel);
-    _tile_release();
-}
-
-static void amx_matmul(QuantProduct *p, const float *x, MatmulScratch *scratch) {
-    int nb = p->nb, n = nb * QUANT_GROUP, panels = (p->rows + PANEL_ROWS - 1) / PANEL_ROWS, t;
-    SPLIT_FOR(1, schedule(static), (t = 0; t < (p->T + 15) / 16 * 16; t++), {
-        for (int b = 0; b < nb; b++) {
-            size_t at = ((size_t)(t / 16) * nb + b) * 16 + t % 16;
-            if (t < p->T) quantize_q8(scratch->q + at * QUANT_GROUP, scratch->scale + at, x + (size_t)t * n + b * QUANT_GROUP, QUANT_GROUP);
-            else { memset(scratch->q + at * QUANT_GROUP, 0, QUANT_GROUP); scratch->scale[at] = 0.0f; }
-        }
-    });
-    /* every thread its tiles configured, then the panels shared (the `omp for` ends when all
-     * are done) */
-    TEAM_REGION(amx_panels(p, panels););
-}
-#endif
-
-/* ---- the entry point ---------------------------------------------------------------------- */
-
-/* q8_0 W: from the rearranged copy where this build has one (x86), panel by panel with the
- * kernel this build and CPU use, else row by row. The activations are quantized here as
- * everywhere (per token, one scale per group), in the order that kernel reads. One arithmetic
- * serves decode and prefill, so samples need nothing of their own (decode is unused). */
-static void q8_matmul(float *out, const float *x, const Matrix *w, const float *bias, int T, int decode,
-                      MatmulScratch *scratch) {
-    (void)decode;
-    int n = w->cols;
-    QuantProduct p = {.out = out, .bias = bias, .T = T, .rows = w->rows, .nb = n / QUANT_GROUP,
-                      .xq = scratch->q, .xs = scratch->scale};
-    if (w->packed) {
-        q8_packed_parts(w, &p);
-#ifdef AMX_PREFILL
-        if (T > 1 && amx_available()) {
-            amx_matmul(&p, x, scratch);
-            return;
-        }
-#endif
-        int32_t *sums = w->packing == Q8_PACK_UNSIGNED ? scratch->sum : NULL; /* weights + 128 */
-        quantize_rows(scratch->q, scratch->scale, sums, x, T, n);
-        p.xsum = sums;
-#if defined(VNNI512_KERNELS)
-        if (sums) for_each_panel(&p, decode_vnni512, prefill_vnni512);
-        else for_each_panel(&p, vnni512_signed_decode, vnni512_signed_decode); /* beside AMX: T = 1 only */
-#elif defined(AVX2_KERNELS)
-        for_each_panel(&p, decode_avx2, prefill_avx2);
-#endif
-        return;
-    }
-    quantize_rows(scratch->q, scratch->scale, NULL, x, T, n);
+/* The activations quantized (per token, one scale per group), then row by row. One arithmetic
+ * serves every number of tokens, so samples need nothing of their own. */
+static void q8_0_matmul_generic(float *out, const float *x, const Matrix *w, const float *bias, int T,
+                                MatmulScratch *scratch) {
+    quantize_rows(scratch->q, scratch->scale, NULL, x, T, w->cols);
     quant_matmul_rows(out, w, bias, T, scratch, q8_row_dot);
 }
 
-/* ---- the format's record (kernels/matrix.h) --------------------------------------------- */
+/* No copy at load: the kernels read the file's layout. */
+__attribute__((unused)) static size_t q8_0_packed_bytes_generic(const Matrix *m) { (void)m; return 0; }
+__attribute__((unused)) static void q8_0_pack_generic(Matrix *m, void *dst) { (void)m, (void)dst; }
+__attribute__((unused)) static const char *q8_0_describe_generic(void) { return "scalar, row by row (prefill row by row per token)"; }
 
-/* model.h: n int8 quants, zero padding to a multiple of 4 bytes, then n / 32 float32 scales */
-static uint64_t q8_scales_offset(uint64_t n) { return (n + 3) & ~(uint64_t)3; }
-static uint64_t q8_file_bytes(uint64_t n) { return q8_scales_offset(n) + n / QUANT_GROUP * 4; }
+/* ---- the entry point and the format's record (kernels/matrix.h) -------------------------- */
 
-static void q8_place(Matrix *m, const uint8_t *data, uint64_t count, uint64_t first) {
-    m->q8 = (const int8_t *)data + first;
-    m->scale = (const float *)(const void *)(data + q8_scales_offset(count)) + first / QUANT_GROUP;
+/* From the copy rearranged at load where this build made one, else row by row. */
+static void q8_0_matmul(float *out, const float *x, const Matrix *w, const float *bias, int T, int separate,
+                        MatmulScratch *scratch) {
+    (void)separate;
+    if (w->packed) q8_0_packed_matmul(out, x, w, bias, T, scratch);
+    else q8_0_matmul_generic(out, x, w, bias, T, scratch);
 }
 
-static void q8_row(const Matrix *m, int r, float *out) {
-    const int8_t *q = m->q8 + (size_t)r * m->cols;
-    const float *scale = m->scale + (size_t)r * m->cols / QUANT_GROUP;
-    for (int i = 0; i < m->cols; i++) out[i] = (float)q[i] * scale[i / QUANT_GROUP];
-}
-
-static const WeightFormat q8_0_format = {
-    .name = "q8_0", .group_size = QUANT_GROUP, .file_bytes = q8_file_bytes, .place = q8_place, .row = q8_row,
-    .packed_bytes = q8_packed_bytes, .pack = q8_pack, .matmul = q8_matmul, .describe = q8_description,
-    .scratch_init = quant_scratch_init,
+static const MatrixKernels q8_0_kernels = {
+    .packed_bytes = q8_0_packed_bytes, .pack = q8_0_pack, .matmul = q8_0_matmul,
+    .scratch_init = quant_scratch_init, .describe = q8_0_describe,
 };
 
 #endif

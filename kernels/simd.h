@@ -1,5 +1,6 @@
-/* kernels/simd.h: a vector of VW floats for each instruction set (AVX-512, AVX2 + FMA, NEON,
- * portable C), and the arithmetic every path shares, written once with it.
+/* kernels/simd.h: a vector of VW floats (the family's, from kernels/x86/vector.h or
+ * kernels/arm/vector.h, else one float in portable C), and the arithmetic every path shares,
+ * written once with it.
  *
  * Arithmetic every path shares. Each path performs the same float32 operations in the same
  * order, so every path gives bit-identical results: the same logits, and so the same tokens, on
@@ -45,23 +46,10 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-#if defined(__AVX512F__) || defined(__AVX2__)
-#include <immintrin.h>
-#endif
-#if defined(__ARM_NEON)
-#include <arm_neon.h>
-#endif
 
-/* the float32 kernels this build runs (--info) */
-#if defined(__AVX512F__)
-#define F32_KERNELS "avx512"
-#elif defined(__AVX2__) && defined(__FMA__)
-#define F32_KERNELS "avx2"
-#elif defined(__ARM_NEON)
-#define F32_KERNELS "neon"
-#else
-#define F32_KERNELS "scalar"
-#endif
+#include "arch.h"
+#include "arm/vector.h"
+#include "x86/vector.h"
 
 static inline int min_int(int a, int b) { return a < b ? a : b; }
 static inline int max_int(int a, int b) { return a > b ? a : b; }
@@ -73,116 +61,9 @@ static inline int round_up16(int n) { return (n + 15) / 16 * 16; }
  * lanes as a fixed tree: lane i + lane i + VW/2 for i < VW/2, then the same on what is left.
  * vf_max(a, b) is a > b ? a : b (b when either is NaN); vf_lanes_above(a, t) and
  * vf_lanes_at_least(a, t) have bit l set when lane l of a is > t (>= t), never for a NaN;
- * vf_load_i8 and vf_from_i32 convert VW int8 (int32) to floats, rounded to nearest even. */
-
-#if defined(__AVX512F__)
-#define VW 16
-typedef __m512 vf;
-static inline vf vf_load(const float *p) { return _mm512_loadu_ps(p); }
-static inline void vf_store(float *p, vf v) { _mm512_storeu_ps(p, v); }
-static inline vf vf_set1(float x) { return _mm512_set1_ps(x); }
-static inline vf vf_add(vf a, vf b) { return _mm512_add_ps(a, b); }
-static inline vf vf_mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
-static inline vf vf_div(vf a, vf b) { return _mm512_div_ps(a, b); }
-static inline vf vf_max(vf a, vf b) { return _mm512_max_ps(a, b); }
-static inline vf vf_min(vf a, vf b) { return _mm512_min_ps(a, b); }
-static inline vf vf_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
-static inline vf vf_round(vf a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
-static inline vf vf_pow2(vf k) { /* 2^k for whole k in [-126, 127]: the exponent field */
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127)), 23));
-}
-static inline vf vf_abs(vf a) { return _mm512_abs_ps(a); }
-static inline float vf_reduce(vf v) { /* lane i + lane i+8, then i+4, i+2, i+1 */
-    __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
-}
-static inline vf vf_copysign(vf mag, vf sign) { /* mag's magnitude with sign's sign bit */
-    __m512i m = _mm512_set1_epi32(INT32_MIN);
-    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_andnot_si512(m, _mm512_castps_si512(mag)),
-                                               _mm512_and_si512(m, _mm512_castps_si512(sign))));
-}
-static inline unsigned vf_lanes_above(vf a, float t) { return _mm512_cmp_ps_mask(a, _mm512_set1_ps(t), _CMP_GT_OQ); }
-static inline unsigned vf_lanes_at_least(vf a, float t) { return _mm512_cmp_ps_mask(a, _mm512_set1_ps(t), _CMP_GE_OQ); }
-static inline vf vf_load_i8(const int8_t *p) { /* VW int8 -> floats (exact) */
-    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
-}
-static inline vf vf_from_i32(const int32_t *p) { return _mm512_cvtepi32_ps(_mm512_loadu_si512(p)); }
-#elif defined(__AVX2__) && defined(__FMA__)
-#define VW 8
-typedef __m256 vf;
-static inline vf vf_load(const float *p) { return _mm256_loadu_ps(p); }
-static inline void vf_store(float *p, vf v) { _mm256_storeu_ps(p, v); }
-static inline vf vf_set1(float x) { return _mm256_set1_ps(x); }
-static inline vf vf_add(vf a, vf b) { return _mm256_add_ps(a, b); }
-static inline vf vf_mul(vf a, vf b) { return _mm256_mul_ps(a, b); }
-static inline vf vf_div(vf a, vf b) { return _mm256_div_ps(a, b); }
-static inline vf vf_max(vf a, vf b) { return _mm256_max_ps(a, b); }
-static inline vf vf_min(vf a, vf b) { return _mm256_min_ps(a, b); }
-static inline vf vf_fma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
-static inline vf vf_round(vf a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
-static inline vf vf_pow2(vf k) {
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23));
-}
-static inline vf vf_abs(vf a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a); }
-static inline float vf_reduce(vf v) { /* lane i + lane i+4, then i+2, i+1 */
-    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
-}
-static inline vf vf_copysign(vf mag, vf sign) {
-    __m256 s = _mm256_set1_ps(-0.0f);
-    return _mm256_or_ps(_mm256_andnot_ps(s, mag), _mm256_and_ps(s, sign));
-}
-static inline unsigned vf_lanes_above(vf a, float t) {
-    return (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(a, _mm256_set1_ps(t), _CMP_GT_OQ));
-}
-static inline unsigned vf_lanes_at_least(vf a, float t) {
-    return (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(a, _mm256_set1_ps(t), _CMP_GE_OQ));
-}
-static inline vf vf_load_i8(const int8_t *p) {
-    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
-}
-static inline vf vf_from_i32(const int32_t *p) { return _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)p)); }
-#elif defined(__ARM_NEON)
-#define VW 4
-typedef float32x4_t vf;
-static inline vf vf_load(const float *p) { return vld1q_f32(p); }
-static inline void vf_store(float *p, vf v) { vst1q_f32(p, v); }
-static inline vf vf_set1(float x) { return vdupq_n_f32(x); }
-static inline vf vf_add(vf a, vf b) { return vaddq_f32(a, b); }
-static inline vf vf_mul(vf a, vf b) { return vmulq_f32(a, b); }
-static inline vf vf_div(vf a, vf b) { return vdivq_f32(a, b); }
-/* a > b ? a : b, as x86's max (b when either is NaN); NEON's own max would return the NaN */
-static inline vf vf_max(vf a, vf b) { return vbslq_f32(vcgtq_f32(a, b), a, b); }
-static inline vf vf_min(vf a, vf b) { return vminq_f32(a, b); }
-static inline vf vf_fma(vf a, vf b, vf c) { return vfmaq_f32(c, a, b); }
-static inline vf vf_round(vf a) { return vrndnq_f32(a); }
-static inline vf vf_pow2(vf k) {
-    return vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(k), vdupq_n_s32(127)), 23));
-}
-static inline vf vf_abs(vf a) { return vabsq_f32(a); }
-static inline float vf_reduce(vf v) { /* lane i + lane i+2, then i+1 */
-    return vpadds_f32(vadd_f32(vget_low_f32(v), vget_high_f32(v)));
-}
-static inline vf vf_copysign(vf mag, vf sign) {
-    return vbslq_f32(vdupq_n_u32(0x80000000u), sign, mag);
-}
-static inline unsigned vf_lanes_of(uint32x4_t set) { /* lane l's all-ones or zero as bit l */
-    const uint32x4_t bit = {1, 2, 4, 8};
-    return vaddvq_u32(vandq_u32(set, bit));
-}
-static inline unsigned vf_lanes_above(vf a, float t) { return vf_lanes_of(vcgtq_f32(a, vdupq_n_f32(t))); }
-static inline unsigned vf_lanes_at_least(vf a, float t) { return vf_lanes_of(vcgeq_f32(a, vdupq_n_f32(t))); }
-static inline vf vf_load_i8(const int8_t *p) {
-    int32_t four;
-    memcpy(&four, p, sizeof four);
-    int16x8_t wide = vmovl_s8(vreinterpret_s8_s32(vdup_n_s32(four)));
-    return vcvtq_f32_s32(vmovl_s16(vget_low_s16(wide)));
-}
-static inline vf vf_from_i32(const int32_t *p) { return vcvtq_f32_s32(vld1q_s32(p)); }
-#else /* portable C: a "vector" of one float */
+ * vf_load_i8 and vf_from_i32 convert VW int8 (int32) to floats, rounded to nearest even.
+ * A family's file defines them all with VW; without one, a "vector" is one float: */
+#if !defined(VW)
 #define VW 1
 typedef float vf;
 static inline vf vf_load(const float *p) { return *p; }
@@ -212,49 +93,9 @@ static inline vf vf_from_i32(const int32_t *p) { return (float)*p; }
 
 /* ONE_LOAD(v): v, just loaded, is used from a register; the compiler may not fold its load into
  * each instruction that uses v (each would then read memory again). An empty asm statement
- * that takes and gives v in a vector register (GCC and clang: "v" on x86, "w" on AArch64);
- * nothing in other builds. */
-#if !defined(ONE_LOAD) && (defined(__GNUC__) || defined(__clang__)) && defined(__AVX2__)
-#define ONE_LOAD(v) __asm__("" : "+v"(v))
-#elif !defined(ONE_LOAD) && (defined(__GNUC__) || defined(__clang__)) && defined(__aarch64__)
-#define ONE_LOAD(v) __asm__("" : "+w"(v))
-#elif !defined(ONE_LOAD)
+ * that takes and gives v in a vector register, in a family's file; nothing in other builds. */
+#if !defined(ONE_LOAD)
 #define ONE_LOAD(v) (void)(v)
-#endif
-
-#if defined(__AVX512VNNI__)
-/* acc plus, in each 32-bit lane, the dot product of u's four unsigned bytes there with the four
- * signed bytes at x: _mm512_dpbusd_epi32(acc, u, _mm512_set1_epi32(x's four bytes)). GCC 12
- * broadcasts the four bytes with an instruction of its own, one more vector operation for each
- * dpbusd; AVX-512 can broadcast a memory operand within the dpbusd ({1to16}), written here as
- * that one instruction (the test build of tests/simde_shim.h sets DPBUSD_PORTABLE: no asm).
- * On AMD Zen 4 (medians of 5 alternating runs) the q4_0 decode kernel went from 67.3 to 71.8
- * GB/s of weights in L2 (`tests/build/kernels q4_0 512 512 1`) and from 68.2 to 74.3 in L3
- * (13104 x 2048). */
-typedef int32_t __attribute__((may_alias)) four_bytes; /* read where int8 quants were written */
-static inline __m512i dpbusd_four(__m512i acc, __m512i u, const int8_t *x) {
-#if (defined(__GNUC__) || defined(__clang__)) && !defined(DPBUSD_PORTABLE)
-    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*(const four_bytes *)(const void *)x));
-    return acc;
-#else
-    int32_t four;
-    memcpy(&four, x, 4);
-    return _mm512_dpbusd_epi32(acc, u, _mm512_set1_epi32(four));
-#endif
-}
-#endif
-
-/* ---- lane masks for the rows at the bottom of a matrix ------------------------------------ */
-
-#if defined(__AVX512F__)
-/* the first n of 16 lanes (all for n >= 16) */
-static inline __mmask16 first_lanes(int n) { return n >= 16 ? 0xFFFF : (__mmask16)((1u << n) - 1); }
-#endif
-#if defined(__AVX2__)
-/* the first n of 8 lanes, as a mask for maskload / maskstore */
-static inline __m256i first_lanes8(int n) {
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
 #endif
 
 /* ---- exp and GELU, as defined above ------------------------------------------------------ */

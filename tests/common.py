@@ -98,7 +98,8 @@ def tokenizer_json_like() -> TokenizerData:
 
 
 def as_version(raw: bytes, version: int) -> bytes:
-    """A weight file as an earlier version of the format wrote it. Version 2: the tokenizer
+    """A version 3 weight file (write_model(..., version=3)) as an earlier version of the format
+    wrote it. Version 2: the tokenizer
     section without its version 3 part (a byte-level BPE of tiktoken's kind or a character
     vocabulary), zeros up to the tensor table. Version 1 also: GPT-2's block, bias 1 for every
     bias (version 2's BIAS_ALL), the header fields from byte 108 zero. The checksum recomputed."""
@@ -106,9 +107,10 @@ def as_version(raw: bytes, version: int) -> bytes:
     import zlib
     from weight_file import CRC_OFFSET, HEADER_FIELDS, HEADER_SIZE, TOKEN_NORMAL, TOKEN_SPECIAL, read_tokenizer, unpack_header
     h = unpack_header(raw)
+    assert h["version"] == 3
     buf = bytearray(raw)
     struct.pack_into("<I", buf, 4, version)
-    tok, start = read_tokenizer(raw, h["tokenizer_offset"]), h["tokenizer_offset"]
+    tok, start = read_tokenizer(raw, h["tokenizer_offset"], 3), h["tokenizer_offset"]
     assert tok.kind in ("gpt2", "cl100k", "char") and tok.bos_id < 0 and not tok.merges and not tok.rules
     assert set(tok.kinds) <= {TOKEN_NORMAL, TOKEN_SPECIAL}, "before version 3 every token was normal"
     n_tok, _, _, bytes_size = struct.unpack_from("<IIiI", raw, start)

@@ -62,7 +62,7 @@ def warning_flags(root: Path) -> list[str]:
 
 
 def headers(root: Path) -> list[Path]:
-    return sorted([*root.glob("*.h"), *root.glob("kernels/*.h")])
+    return sorted([*root.glob("*.h"), *root.glob("kernels/*.h"), *root.glob("kernels/*/*.h")])
 
 
 def compile_jobs(root: Path, target: str) -> list[list[str]]:
@@ -125,17 +125,30 @@ def test_the_check_catches_a_path_that_stops_compiling(tmp_path: Path) -> None:
             shutil.copytree(src, tmp_path / item, ignore=shutil.ignore_patterns("build", "tmp", "__pycache__", "bench"))
         else:
             shutil.copy(src, tmp_path / item)
-    q8 = tmp_path / "kernels" / "q8_0.h"
+    q8 = tmp_path / "kernels" / "x86" / "q8_0.h"
     text = q8.read_text()
     anchor = "static void amx_rows16(const QuantProduct *p, int panel) {\n"
     assert anchor in text, "the AMX kernel moved: update this test"
     q8.write_text(text.replace(anchor, anchor + "    (void)declared_later(p->T);\n"))
-    q8_text = q8.read_text()
-    q8.write_text(q8_text.replace("#elif defined(__ARM_NEON)\n    /* without sdot",
-                                  "#elif defined(__ARM_NEON)\n    int unused_here;\n    /* without sdot", 1))
-    assert "int unused_here" in q8.read_text(), "the NEON branch moved: update this test"
+    neon = tmp_path / "kernels" / "arm" / "q8_0.h"
+    neon.write_text(neon.read_text().replace("#else\n    /* without sdot", "#else\n    int unused_here;\n    /* without sdot", 1))
+    assert "int unused_here" in neon.read_text(), "the NEON branch moved: update this test"
     failures = check_targets(tmp_path, ["sapphirerapids", "znver3", "armv8-a", "armv8.2-a+dotprod"], only_program=True)
     assert failures["sapphirerapids"], "a call to an undeclared function in AMX code compiled"
     assert not failures["znver3"], "code for AMX only broke a build without AMX"
     assert failures["armv8-a"], "an unused variable in NEON code passed -Werror"
     assert not failures["armv8.2-a+dotprod"], "code for NEON without dotprod broke a dotprod build"
+
+
+def test_every_arrow_points_down() -> None:
+    """A kernel includes only kernels (kernels/ knows numbers and blocks, nothing above it), and
+    the loader no kernel but the numeric types: every quoted #include of a file under kernels/
+    resolves inside kernels/, and load.h's only one there is kernels/types.h."""
+    kernels = (REPO / "kernels").resolve()
+    for header in sorted(kernels.rglob("*.h")):
+        for name in re.findall(r'^#include "([^"]+)"', header.read_text(), re.M):
+            target = (header.parent / name).resolve()
+            assert target.is_relative_to(kernels), f"{header.relative_to(REPO)} includes {name}, above kernels/"
+            assert target.exists(), f"{header.relative_to(REPO)} includes {name}, which does not exist"
+    loads = re.findall(r'^#include "([^"]+)"', (REPO / "load.h").read_text(), re.M)
+    assert [n for n in loads if n.startswith("kernels/")] == ["kernels/types.h"], loads

@@ -1,4 +1,4 @@
-"""The command line as README.md describes it: stdout holds exactly prompt + generation, stderr
+"""The command line as docs/cli.md describes it: stdout holds exactly prompt + generation, stderr
 the seed and the timing line, errors are one line with a non-zero exit; generation past the
 context window, prompts from stdin, stop strings, the repetition penalty and --no-echo, each
 against the PyTorch reference's generate() or bytes computed here; refused combinations."""

@@ -148,9 +148,20 @@ static AttentionCase attention_case(int pos, int nq, int hs) {
     for (int j = 0; j < n_keys; j++)
         for (int d = 0; d < hs; d++) a.v[(size_t)j * vs + d] = (float)(rng_uniform(&seed) * 2 - 1);
     a.block = (HeadAttention){.query = a.q, .query_stride = hs, .keys = a.keys, .values = a.v, .value_stride = vs, .out = a.out, .out_stride = hs,
-                               .pos = pos, .nq = nq, .head_size = hs, .weights = a.weights,
-                               .weights_stride = n_keys};
+                               .pos = pos, .nq = nq, .head_size = hs};
     return a;
+}
+
+/* attention() of b, then the weights of its queries as the --attention picture reads them
+ * (kv_cache.h's attention_recorded, one query at a time): row i of weights, stride floats a row.
+ * The outputs stay attention()'s. */
+static void attention_and_weights(const HeadAttention *b, float *scratch, float *weights, int stride) {
+    attention(b, scratch);
+    HeadAttention copy = *b;
+    float *out = malloc(sizeof(float) * (size_t)b->nq * (size_t)b->out_stride);
+    copy.out = out;
+    attention_recorded(&copy, scratch, weights, (size_t)stride);
+    free(out);
 }
 
 static void free_attention_case(AttentionCase *a) {
@@ -193,6 +204,16 @@ static TestWeights test_weights(int type, int packed, int n, int d, uint64_t *se
     return t;
 }
 
+/* How x86 lays out a q8_0 matrix's copy (kernels/x86/q8_0.h), for the messages. */
+static const char *q8_copy_kind(const Matrix *m) {
+#ifdef KERNELS_X86
+    return m->packing == Q8_PACK_UNSIGNED ? "quants + 128" : "signed quants";
+#else
+    (void)m;
+    return "no copy";
+#endif
+}
+
 static void free_test_weights(TestWeights *t) {
     free(t->w); free(t->ws); free(t->wq); free(t->w4); free(t->copy);
 }
@@ -206,11 +227,12 @@ static void check_matmul(int n, int d, int T, int type, int packed) {
     float *x = malloc(sizeof(float) * T * n), *bias = malloc(sizeof(float) * d), *out = malloc(sizeof(float) * T * d);
     for (int i = 0; i < T * n; i++) x[i] = (float)(rng_uniform(&seed) * 6 - 3);
     for (int i = 0; i < d; i++) bias[i] = (float)(rng_uniform(&seed) - 0.5);
-    const char *how = type == WT_F32 ? "float32" : type == WT_Q4_0 ? "q4_0 " Q4_KERNEL
-                    : m.packed ? q8_description() : "q8_0 dot products";
-    const char *copy = type != WT_Q8_0 || !m.packed ? "" : m.packing == Q8_PACK_UNSIGNED ? " (copy: quants + 128)" : " (copy: signed quants)";
+    const char *how = type == WT_F32 ? "float32" : type == WT_Q4_0 ? q4_0_describe()
+                    : m.packed ? q8_0_describe() : "q8_0 dot products";
+    char copy[64] = "";
+    if (type == WT_Q8_0 && m.packed) snprintf(copy, sizeof copy, " (copy: %s)", q8_copy_kind(&m));
     MatmulScratch scratch = {0};
-    matmul_scratch_init(&scratch, T, n, type);
+    matmul_scratch_init(&scratch, T, n, 1u << type);
     for (int pass = 0; pass < 3; pass++) { /* all T tokens at once (prefill), one by one, as T samples */
         if (pass == 0) matmul(out, x, &m, bias, T, 0, &scratch);
         else if (pass == 1) for (int t = 0; t < T; t++) matmul(out + (size_t)t * d, x + (size_t)t * n, &m, bias, 1, 0, &scratch);
@@ -252,7 +274,7 @@ static void check_attention(int pos, int nq, int hs) {
     int n_keys = pos + nq;
     AttentionCase a = attention_case(pos, nq, hs);
     float *q = a.q, *v = a.v, *out = a.out, *weights = a.weights;
-    attention(&a.block, a.scratch);
+    attention_and_weights(&a.block, a.scratch, a.weights, n_keys);
     double worst_out = 0.0, worst_weight = 0.0;
     for (int i = 0; i < nq; i++) {
         int keys = pos + i + 1; /* query i sees keys 0..pos+i */
@@ -336,7 +358,7 @@ static void check_matmul_bits(int n, int d, int T, int type, int packed) {
     for (int i = 0; i < T * n; i++) x[i] = (float)(rng_uniform(&seed) * 6 - 3);
     for (int i = 0; i < d; i++) bias[i] = (float)(rng_uniform(&seed) - 0.5);
     MatmulScratch scratch = {0};
-    matmul_scratch_init(&scratch, T, n, type);
+    matmul_scratch_init(&scratch, T, n, 1u << type);
     for (int pass = 0; pass < 3; pass++) { /* all T tokens at once (prefill), one by one, as T samples */
         if (pass == 0) matmul(got, x, &m, bias, T, 0, &scratch);
         else if (pass == 1) for (int t = 0; t < T; t++) matmul(got + (size_t)t * d, x + (size_t)t * n, &m, bias, 1, 0, &scratch);
@@ -352,7 +374,7 @@ static void check_matmul_bits(int n, int d, int T, int type, int packed) {
         char what[300];
         snprintf(what, sizeof what, "matmul %s%s, n %d, d %d, %s",
                  type == WT_Q8_0 ? "q8_0" : type == WT_Q4_0 ? "q4_0" : "float32",
-                 !m.packed ? "" : type != WT_Q8_0 ? " rearranged" : m.packing == Q8_PACK_UNSIGNED ? " rearranged, quants + 128" : " rearranged, signed quants", n, d, pass == 2 ? "decode of T samples" : decode ? "decode" : "prefill");
+                 !m.packed ? "" : type != WT_Q8_0 ? " rearranged" : q8_copy_kind(&m)[0] == 'q' ? " rearranged, quants + 128" : " rearranged, signed quants", n, d, pass == 2 ? "decode of T samples" : decode ? "decode" : "prefill");
         expect_bits(what, got, want, (size_t)T * d);
         if (T == 1) break;
     }
@@ -363,8 +385,8 @@ static void check_matmul_bits(int n, int d, int T, int type, int packed) {
 
 static void check_attention_bits(int pos, int nq, int hs) {
     AttentionCase a = attention_case(pos, nq, hs);
-    attention(&a.block, a.scratch);
     int n_keys = pos + nq, vs = a.block.value_stride;
+    attention_and_weights(&a.block, a.scratch, a.weights, n_keys);
     float *want = malloc(sizeof(float) * nq * hs), *want_weights = calloc((size_t)nq * n_keys, sizeof(float));
     float *got_weights = calloc((size_t)nq * n_keys, sizeof(float)), scale = 1.0f / sqrtf((float)hs);
     for (int i = 0; i < nq; i++) {
@@ -479,13 +501,13 @@ static void check_attention_f16(int pos, int nq, int hs) {
     uint16_t *keys16 = malloc(sizeof(uint16_t) * nk), *values16 = malloc(sizeof(uint16_t) * nv);
     for (size_t i = 0; i < nk; i++) keys16[i] = f16_from_f32(a.keys[i]), a.keys[i] = f32_from_f16(keys16[i]);
     for (size_t i = 0; i < nv; i++) values16[i] = f16_from_f32(a.v[i]), a.v[i] = f32_from_f16(values16[i]);
-    attention(&a.block, a.scratch);
+    attention_and_weights(&a.block, a.scratch, a.weights, n_keys);
     float *want = malloc(sizeof(float) * nq * hs), *want_weights = malloc(sizeof(float) * nq * n_keys);
     memcpy(want, a.out, sizeof(float) * nq * hs);
     memcpy(want_weights, a.weights, sizeof(float) * nq * n_keys);
     HeadAttention half = a.block;
     half.keys = keys16, half.values = values16, half.cache = CACHE_F16;
-    attention(&half, a.scratch);
+    attention_and_weights(&half, a.scratch, a.weights, n_keys);
     char what[120];
     snprintf(what, sizeof what, "attention of %d queries from position %d, head size %d, binary16 cache", nq, pos, hs);
     expect_bits(what, a.out, want, (size_t)nq * hs);
@@ -551,7 +573,7 @@ static void check_attention_q8(int pos, int nq, int hs) {
                 *value_scales = (const float *)(const void *)(c.values + c.scales_at);
     HeadAttention q8 = a.block;
     q8.keys = c.keys, q8.values = c.values, q8.cache = CACHE_Q8_0, q8.scales_at = c.scales_at;
-    attention(&q8, a.scratch);
+    attention_and_weights(&q8, a.scratch, a.weights, n_keys);
     float *want = calloc((size_t)nq * hs, sizeof(float)), *want_weights = calloc((size_t)nq * n_keys, sizeof(float));
     float *got_weights = calloc((size_t)nq * n_keys, sizeof(float)), scale = 1.0f / sqrtf((float)hs);
     double worst = 0.0;
@@ -641,13 +663,11 @@ static void check_attention_pair(int pos, int hs, CacheType cache) {
             heads[g].keys = half[2 * g], heads[g].values = half[2 * g + 1], heads[g].cache = CACHE_F16;
         }
     }
-    float *want = malloc(sizeof(float) * 2 * hs), *want_weights = malloc(sizeof(float) * 2 * n_keys);
+    float *want = malloc(sizeof(float) * 2 * hs);
     for (int g = 0; g < 2; g++) {
         attention(&heads[g], a.scratch);
         memcpy(want + g * hs, heads[g].out, sizeof(float) * hs);
-        memcpy(want_weights + g * n_keys, heads[g].weights, sizeof(float) * n_keys);
         memset(heads[g].out, 0, sizeof(float) * hs);
-        memset(heads[g].weights, 0, sizeof(float) * n_keys);
     }
     attention_heads(heads, 2, a.scratch);
     for (int g = 0; g < 2; g++) {
@@ -655,11 +675,10 @@ static void check_attention_pair(int pos, int hs, CacheType cache) {
         snprintf(what, sizeof what, "two heads at once, position %d, head size %d, %s cache: head %d's outputs", pos, hs,
                  cache == CACHE_F16 ? "binary16" : cache == CACHE_Q8_0 ? "q8_0" : "float32", g);
         expect_bits(what, heads[g].out, want + g * hs, (size_t)hs);
-        expect_bits("  and its weights", heads[g].weights, want_weights + g * n_keys, (size_t)n_keys);
     }
     for (int i = 0; i < 4; i++) free(half[i]);
     for (int g = 0; g < 2; g++) free(quants[g].keys), free(quants[g].values);
-    free(want); free(want_weights);
+    free(want);
     free_attention_case(&a);
     free_attention_case(&c);
 }
@@ -862,7 +881,7 @@ static void check_quantize(void) {
             if (kind == 1 && rng_uniform(&seed) < 0.15) *v = special[(int)(rng_uniform(&seed) * 10)];
         }
         if (kind == 4) x[g * 32 + 5] = 127.0f; /* scale 1: every value a tie */
-        quantize_group(want + g * 32, want_scale + g, x + g * 32);
+        quantize_group_generic(want + g * 32, want_scale + g, x + g * 32);
     }
     quantize_q8(q, scale, x, GROUPS * 32);
     ok = memcmp(q, want, sizeof q) == 0 && memcmp(scale, want_scale, sizeof scale) == 0;
@@ -948,9 +967,8 @@ int main(void) {
         values[1 * 16 + d] = (float)(4 + d);
     }
     HeadAttention block = {.query = q, .query_stride = 3, .keys = keys, .values = values,
-                            .value_stride = 16, .out = out, .out_stride = 3, .pos = 1, .nq = 1, .head_size = 3,
-                            .weights = weights, .weights_stride = 3};
-    attention(&block, scratch);
+                            .value_stride = 16, .out = out, .out_stride = 3, .pos = 1, .nq = 1, .head_size = 3};
+    attention_and_weights(&block, scratch, weights, 3);
     expect_near("attention weight of key 0", weights[0], 1 / (1 + exp(-0.606218)), 1e-5);
     expect_near("attention weight of key 1", weights[1], 1 / (1 + exp(0.606218)), 1e-5);
     expect_near("output = weighted sum of values", out[0], weights[0] * 1 + weights[1] * 4, 1e-6);
@@ -960,7 +978,7 @@ int main(void) {
     if (!masked_ok) failures++;
     /* pos = 0: the only visible key gets weight exactly 1 */
     block.pos = 0;
-    attention(&block, scratch);
+    attention_and_weights(&block, scratch, weights, 3);
     expect_near("single visible key has weight 1", weights[0], 1.0, 0.0);
 
     /* GELU at 1: tanh form 0.841192, erf form 0.841345 (x * Phi(x)) */
@@ -1123,7 +1141,8 @@ int main(void) {
     for (int i = 0; i < 32; i++) x32[i] = (int8_t)(i + 1);
     expect_near("q4_0 quant 0 of byte 0x0F", q4_quant(g4, 0), 7, 0);
     expect_near("q4_0 quant 16 of byte 0x0F", q4_quant(g4, 16), -8, 0);
-    expect_near("q4_0 group dot by hand", group_dot_q4(g4, x32), -2184, 0);
+    expect_near("q4_0 group dot by hand", q4_0_group_dot(g4, x32), -2184, 0);
+    expect_near("q4_0 group dot by hand, portable", q4_0_group_dot_generic(g4, x32), -2184, 0);
     check_matmul(50, 30, 45, WT_F32, 0); /* float32 takes any width */
     check_matmul_bits(50, 30, 45, WT_F32, 0);
 

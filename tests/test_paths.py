@@ -83,10 +83,15 @@ def models() -> dict:
         llama_q8, llama_q4 = TMP / "paths_llama_q8_0.bin", TMP / "paths_llama_q4_0.bin"
         write_model(llama_q8, llama_model, tok, "q8_0")
         write_model(llama_q4, llama_model, tok, "q4_0")
+        # a file of mixed weight types (format version 4): q4_0 matrices, layer 0's and the
+        # output head q8_0, one float32 matrix
+        mixed = TMP / "paths_mixed.bin"
+        write_model(mixed, llama_model, tok, "q4_0",
+                    tensor_types={"h.0.*": "q8_0", "lm_head.weight": "q8_0", "h.1.attn.c_proj.weight": "f32"})
         prompt = TMP / "paths_prompt.txt"  # 100 tokens: tiles of 16 and 32 and a ragged tail
         prompt.write_bytes(tok.decode(c_tokens(binary("run", "native"), f32, TEXT.encode())[:100]))
         _models.update(model=model, tok=tok, f32=f32, q8=q8, odd=odd, q4=q4, odd_q4=odd_q4, prompt=prompt,
-                       llama_model=llama_model, llama=llama, llama_q8=llama_q8, llama_q4=llama_q4)
+                       llama_model=llama_model, llama=llama, llama_q8=llama_q8, llama_q4=llama_q4, mixed=mixed)
     return _models
 
 
@@ -155,10 +160,9 @@ def check_trace(trace: Path, model_file: Path) -> float:
                            None if head.scales is None else head.scales[: cfg.vocab_size])
             bias = None
         else:
-            t = tensors[MATRICES[which] + ".weight"]
-            w = FileTensor(t.values[layer], None if t.scales is None else t.scales[layer])
+            w = tensors[MATRICES[which] + ".weight"].layer(layer)
             b = tensors.get(MATRICES[which] + ".bias")
-            bias = None if b is None else b.values[layer]
+            bias = None if b is None else b.layer(layer).values
         ref, size, additions = product_reference(x, w, bias)
         ratio = float((np.abs(out - ref) / ((additions + 8) * U * size + 1e-30)).max())
         assert ratio <= 1, f"{trace.name}: layer {layer} {MATRICES[which]}: error {ratio:.3g} x its bound"
@@ -169,7 +173,7 @@ def check_trace(trace: Path, model_file: Path) -> float:
     return worst
 
 
-ALL_WEIGHTS = ["f32", "q8", "odd", "q4", "odd_q4", "llama", "llama_q8", "llama_q4"]
+ALL_WEIGHTS = ["f32", "q8", "odd", "q4", "odd_q4", "llama", "llama_q8", "llama_q4", "mixed"]
 
 
 @pytest.mark.parametrize("weights", ALL_WEIGHTS)
@@ -199,7 +203,7 @@ def test_logits_bit_identical_across_paths(weights: str) -> None:
         differ = [path for path in PATHS if not np.array_equal(logits[path, block], base)]
         assert not differ, f"block {block}: {differ} differ from native by up to " \
                            f"{max(np.abs(logits[p, block] - base).max() for p in differ):.3g}"
-    if weights not in ("f32", "llama"):  # q8_0, q4_0: the same arithmetic one token at a time and in blocks
+    if weights not in ("f32", "llama", "mixed"):  # q8_0, q4_0: the same arithmetic one token at a time and in blocks
         assert np.array_equal(logits["native", 1], logits["native", 128])
 
 

@@ -1,4 +1,4 @@
-"""Malformed model files and killed exports (README.md, "Robustness").
+"""Malformed model files and killed exports (docs/testing.md, "Robustness").
 
 Every malformed file derived here from a valid one must end with exit status 1, exactly one
 line on stderr starting with `error:`, no signal, within 2 seconds. Crafted variants get their
@@ -20,26 +20,30 @@ import pytest
 from common import (REPO, RUN, TMP, GPTConfig, as_version, char_tokenizer, random_model, sentencepiece_like,
                     tokenizer_json_like)
 from model import BIAS_QKV
-from weight_file import TOK_BYTE_FALLBACK, TOK_SENTENCEPIECE, write_model
+from weight_file import TOK_BYTE_FALLBACK, TOK_SENTENCEPIECE, VERSION, write_model
 
 CRC_OFFSET = 104
 TENSORS_OFFSET = 88   # header fields (model.h)
 HEADER = 256
 
 
-def valid_file(kind: str = "f32") -> Path:
+def valid_file(kind: str = "f32", version: int = VERSION) -> Path:
     """A small valid model: GPT-2's block float32, or quantized (widths of 1 and 2 groups of 32);
     or the Llama family's (RMSNorm, rotary positions with the frequencies in the file, SwiGLU,
     2 query heads per key/value head, query/key/value biases); or GPT-2's block with a
     SentencePiece or tokenizer.json tokenizer section (merges, rules, token kinds)."""
     tok = {"sentencepiece": sentencepiece_like, "tokenizer_json": tokenizer_json_like}.get(kind, char_tokenizer)()
     n = len(tok.tokens)
-    width = 16 if kind != "q4_0" else 32
+    width = 32 if kind in ("q4_0", "q4_0_plain", "q8_0") else 16
     llama = dict(norm="rms", pos="rotary", ffn="swiglu", n_head=4, n_kv_head=2, bias=BIAS_QKV,
                  rope_freqs=[1.0, 0.5]) if kind == "llama" else dict(n_head=2)
     cfg = GPTConfig(n_layer=2, n_embd=width, n_hidden=2 * width, n_ctx=32, vocab_size=n, vocab_padded=n + 5, **llama)
-    path = TMP / f"robust_valid_{kind}.bin"
-    write_model(path, random_model(cfg, seed=41), tok, "q4_0" if kind == "q4_0" else "f32")
+    path = TMP / f"robust_valid_{kind}{'' if version == VERSION else f'_v{version}'}.bin"
+    mix = {"h.1.*": "q8_0", "lm_head.weight": "q8_0"} if kind == "q4_0" and version >= 4 else None
+    kind = "q4_0" if kind == "q4_0_plain" else kind
+    metadata = {"general.name": "robust", "general.source": "random weights"} if version >= 4 else None
+    write_model(path, random_model(cfg, seed=41), tok, {"q4_0": "q4_0", "q8_0": "q8_0"}.get(kind, "f32"), version=version,
+                tensor_types=mix, metadata=metadata)
     return path
 
 
@@ -81,7 +85,7 @@ def variants(base: bytes) -> list[tuple[str, bytes]]:
         buf[pos] ^= 1 << (i % 8)
         out.append((f"metadata bit at {pos} flipped", bytes(buf)))
     out.append(("wrong magic", patched(base, "<I", 0, 0x46554747)))
-    for v in (0, 4, 0xFFFFFFFF):
+    for v in (0, VERSION + 1, 0xFFFFFFFF):
         out.append((f"version {v}", patched(base, "<I", 4, v)))
     # absurd dimensions (products overflowing 32 and 64 bits), each with a valid checksum
     fields = {"n_layer": 12, "n_head": 16, "n_embd": 20, "n_hidden": 24, "n_ctx": 28,
@@ -100,21 +104,25 @@ def variants(base: bytes) -> list[tuple[str, bytes]]:
     for bias in range(16):  # every combination of biases the tensor table does not have
         out.append((f"bias bits {bias}", patched(base, "<I", 48, bias)))
     # offsets and sizes out of range, misaligned, overlapping, overflowing
-    for name, off in {"tokenizer_offset": 72, "tokenizer_size": 80, "tensors_offset": 88, "file_size": 96}.items():
+    for name, off in {"tokenizer_offset": 72, "tokenizer_size": 80, "tensors_offset": 88, "file_size": 96,
+                      "metadata_offset": 128, "metadata_size": 136}.items():
         for v in (0, 1, 64, size, size + 64, 1 << 40, (1 << 63) + 64, (1 << 64) - 64, (1 << 64) - 1):
             out.append((f"{name} = {v}", patched(base, "<Q", off, v)))
     out.append(("reserved byte set", patched(base, "<B", 200, 1)))
-    out.append(("first reserved byte set", patched(base, "<B", 128, 1)))
+    out.append(("first reserved byte set", patched(base, "<B", 144, 1)))
     entry0 = table_off
     n_entries = struct.unpack_from("<I", base, 68)[0]
     for i in range(n_entries):
         e = table_off + 64 * i
-        name, t_off, t_size = struct.unpack_from("<48sQQ", base, e)
+        name, t_off, t_size = struct.unpack_from("<40s8xQQ", base, e)
         for v in (0, t_off + 4, size, size - 64, 1 << 62, (1 << 64) - 64):
             out.append((f"tensor {i} offset {v}", patched(base, "<Q", e + 48, v)))
         for v in (0, t_size - 4, t_size + 64, 1 << 62, (1 << 64) - 1):
             out.append((f"tensor {i} size {v}", patched(base, "<Q", e + 56, v)))
-        out.append((f"tensor {i} renamed", patched(base, "<48s", e, b"x" * 48)))
+        out.append((f"tensor {i} renamed", patched(base, "<40s", e, b"x" * 40)))
+        for v in (3, 99, 0xFFFFFFFF, 1 if not name.rstrip(b"\0").endswith(b"weight") or b"ln_" in name else 0):
+            out.append((f"tensor {i} type {v}", patched(base, "<I", e + 40, v)))
+        out.append((f"tensor {i} reserved", patched(base, "<I", e + 44, 1)))
     second = struct.unpack_from("<Q", base, entry0 + 64 + 48)[0]
     out.append(("tensors overlap", patched(base, "<Q", entry0 + 48, second)))
     # a bad tokenizer section (valid checksum)
@@ -150,6 +158,33 @@ def variants(base: bytes) -> list[tuple[str, bytes]]:
     for i in range(2 * n_rules + 1 if n_rules else 0):
         for v in (0, 1, 0xFFFFFFFF):
             out.append((f"rule offset {i} = {v}", patched(base, "<I", rule_offsets + 4 * i, v)))
+    # format version 4: the stop set at the section's end, and the metadata section
+    rules_size = struct.unpack_from("<I", base, second + 20)[0]
+    stop = rule_offsets + 4 * (2 * n_rules + 1) + rules_size
+    stop += -(stop - tok_off) % 4
+    n_stop = struct.unpack_from("<I", base, stop)[0]
+    for v in (65, 1 << 20, 0xFFFFFFFF, n_stop + 1):
+        out.append((f"stop set of {v}", patched(base, "<I", stop, v)))
+    for i in range(n_stop):
+        for v in (n_tok, 0xFFFFFFFF):
+            out.append((f"stop token {i} = {v}", patched(base, "<I", stop + 4 + 4 * i, v)))
+    meta, meta_size = struct.unpack_from("<QQ", base, 128)
+    n_entries = struct.unpack_from("<I", base, meta)[0]
+    for v in (n_entries + 1, 4097, 0xFFFFFFFF, 0 if n_entries else 1):
+        out.append((f"metadata entries {v}", patched(base, "<I", meta, v)))
+    key_len = struct.unpack_from("<I", base, meta + 4)[0]
+    for v in (0, 65, meta_size, 0xFFFFFFFF):
+        out.append((f"metadata key length {v}", patched(base, "<I", meta + 4, v)))
+    for v in (b"A", b"/", b"\0", b" "):
+        out.append((f"metadata key byte {v!r}", patched(base, "<1s", meta + 8, v)))
+    value_len = struct.unpack_from("<I", base, meta + 8 + key_len)[0]
+    for v in (value_len + 1, meta_size, 0xFFFFFFFF):
+        out.append((f"metadata value length {v}", patched(base, "<I", meta + 8 + key_len, v)))
+    if n_entries >= 2:  # the second key made the first's
+        second_key = meta + 8 + key_len + 4 + value_len
+        other_len = struct.unpack_from("<I", base, second_key)[0]
+        if other_len == key_len:
+            out.append(("metadata key twice", patched(base, f"<{key_len}s", second_key + 4, base[meta + 8:meta + 8 + key_len])))
     return [(name, data) for name, data in out if data != base]  # a patch may rewrite a value
 
 
@@ -201,14 +236,17 @@ def test_malformed_files_give_one_line_errors(kind: str) -> None:
     assert not failures, failures[:10]
 
 
-@pytest.mark.parametrize("kind,version", [("f32", 1), ("q4_0", 1), ("f32", 2), ("q8_0", 2)])
+@pytest.mark.parametrize("kind,version", [("f32", 1), ("q4_0", 1), ("f32", 2), ("q8_0", 2), ("f32", 3), ("q8_0", 3),
+                                          ("q4_0", 3), ("llama", 3), ("sentencepiece", 3), ("tokenizer_json", 3)])
 def test_earlier_versions_load_and_give_the_same_bytes(kind: str, version: int) -> None:
-    """A file written before version 3 (version 1: GPT-2's block, no fields from byte 108; both:
-    the tokenizer section without its second part) loads and gives exactly the logits and text of
-    the same model written as today."""
-    today = valid_file(kind)
+    """A file written before version 4 (version 3: one weight type, each tensor stacked over the
+    layers, no metadata or stop set; version 2 also: the tokenizer section without its second
+    part; version 1 also: GPT-2's block, no fields from byte 108) loads and gives exactly the
+    logits and text of the same model written as today."""
+    plain = "q4_0_plain" if kind == "q4_0" else kind  # today's q4_0 file mixes in q8_0
+    today, v3 = valid_file(plain), valid_file(plain, 3)
     old = TMP / f"robust_v{version}_{kind}.bin"
-    old.write_bytes(as_version(today.read_bytes(), version))
+    old.write_bytes(v3.read_bytes() if version == 3 else as_version(v3.read_bytes(), version))
     assert struct.unpack_from("<I", old.read_bytes(), 4)[0] == version
     outs = []
     for path in (old, today):

@@ -20,7 +20,7 @@ int main(int argc, char **argv) {
     if (argc < 2) die("usage: tokenize_lines MODEL.bin [--special] [--decode] < RECORDS");
     Transformer t;
     build_transformer(&t, argv[1], 1, 0, CACHE_F16);
-    t.tokenizer.parse_special = special;
+    unsigned how = ENCODE_BOS | (special ? ENCODE_SPECIAL : 0);
     uint8_t *text = NULL;
     uint32_t *ids = NULL;
     size_t cap = 0;
@@ -30,16 +30,15 @@ int main(int argc, char **argv) {
         text = realloc(text, len + 1);
         if (!text || fread(text, 1, len, stdin) != len) die("a record is cut short");
         const char *err;
-        long n = tokenizer_encode(&t.tokenizer, text, len, &ids, &cap, &err);
+        long n = tokenizer_encode(&t.tokenizer, text, len, how, &ids, &cap, &err);
         if (n < 0) printf("error: %s\n", err);
         for (long i = 0; i < n; i++) printf(i ? " %u" : "%u", ids[i]);
         if (decode && n >= 0) {
             putchar('\t');
-            Sample sm = {.at_start = drops_leading_space(&t.tokenizer)};
+            TokenDecoder decoder = tokenizer_decoder(&t.tokenizer, 0); /* as a generation with no prompt */
             for (long i = 0; i < n; i++) {
                 size_t out_len;
-                const uint8_t *bytes = tokenizer_output(&t.tokenizer, ids[i], &out_len);
-                if (sm.at_start) leading_space(&t.tokenizer, &sm, ids[i], &bytes, &out_len);
+                const uint8_t *bytes = tokenizer_decode(&t.tokenizer, &decoder, ids[i], &out_len);
                 for (size_t j = 0; j < out_len; j++) printf("%02x", bytes[j]);
             }
         }

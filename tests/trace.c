@@ -1,8 +1,8 @@
 /* Every matrix product of a forward pass, written out so that tests/test_paths.py can check each
  * one against a reference computed from the same input: what it asserts then never depends on
  * how another program (PyTorch, its BLAS) rounds the numbers before them. run.c is included
- * whole (its main() is left out under TESTING) and its test hook observe_product sees each
- * product as forward() makes it.
+ * whole (its main() is left out under TESTING), and with TRACE_PRODUCTS it calls
+ * trace_product() below with each product as forward() makes it.
  *
  * usage: trace MODEL.bin PROMPT_FILE BLOCK OUT
  *   runs the prompt's tokens through the model in forward() blocks of BLOCK tokens (1: one at a
@@ -17,12 +17,15 @@
  *   single sequence from the same prompt; writes to OUT the logits of both, float32
  *   (2, SAMPLE_STEPS, N, vocab_size): together first. They must be the same bits. */
 #define TESTING
+#define TRACE_PRODUCTS
 #include "../run.c"
 
 static Transformer model;
 static FILE *trace;
+static int tracing; /* the products mode: every product written */
 
-static void record(const Matrix *w, const float *x, const float *out, int T) {
+static void trace_product(const Matrix *w, const float *x, const float *out, int T) {
+    if (!tracing) return;
     int32_t head[5] = {-1, 4, T, w->rows, w->cols};
     for (int l = 0; l < model.config.n_layer; l++) {
         const LayerWeights *L = &model.weights.layer[l];
@@ -50,7 +53,9 @@ static void trace_samples(const uint32_t *ids, long n, int N) {
     int *seqs = malloc_or_die((size_t)N * sizeof(int), "samples");
     uint32_t *tokens = malloc_or_die((size_t)N * sizeof(uint32_t), "samples");
     for (int i = 0; i < N; i++) seqs[i] = i;
-    prefill(&model, 0, ids, n);
+    Decoder d = decoder_of(&model);
+    Sequence prompt = sequence_holding(&model, ids, n);
+    sequence_prefill(&d, &prompt);
     for (int i = 1; i < N; i++) share_prompt(&model.state.kv, i, n);
     for (int step = 0; step < SAMPLE_STEPS; step++) {
         for (int i = 0; i < N; i++) tokens[i] = sample_token(i, step);
@@ -59,7 +64,9 @@ static void trace_samples(const uint32_t *ids, long n, int N) {
     }
     float *alone = malloc_or_die((size_t)SAMPLE_STEPS * N * vocab * sizeof(float), "logits");
     for (int i = 0; i < N; i++) {
-        prefill(&model, 0, ids, n);
+        sequence_truncate(&d, &prompt, 0);
+        for (long j = 0; j < n; j++) sequence_push(&prompt, ids[j]);
+        sequence_prefill(&d, &prompt);
         for (int step = 0; step < SAMPLE_STEPS; step++) {
             uint32_t token = sample_token(i, step);
             memcpy(alone + ((size_t)step * N + i) * vocab, forward(&model, &token, 1, in_sequence(0, n + step), 0),
@@ -67,6 +74,7 @@ static void trace_samples(const uint32_t *ids, long n, int N) {
         }
     }
     write_floats(alone, (size_t)SAMPLE_STEPS * N * vocab);
+    sequence_free(&prompt);
     free(alone); free(seqs); free(tokens);
 }
 
@@ -79,14 +87,19 @@ int main(int argc, char **argv) {
     int block = samples ? PREFILL_BLOCK : (int)parse_long("BLOCK", argv[3], 1, PREFILL_BLOCK);
     if (model.state.block > block) model.state.block = block;
     long n;
-    uint32_t *ids = encode_or_die(&model, text, len, &n);
+    uint32_t *ids = encode_or_die(&model.tokenizer, text, len, ENCODE_BOS, &n);
     if (n < 1 || n + (samples ? SAMPLE_STEPS : 0) > model.config.n_ctx) die("the prompt must have 1 to n_ctx tokens");
     trace = fopen(argv[4], "wb");
     if (!trace) die("cannot create '%s'", argv[4]);
-    if (samples) trace_samples(ids, n, samples);
-    else model.state.observe_product = record;
-    for (long pos = 0; pos < (samples ? 0 : n); pos += model.state.block)
-        forward(&model, ids + pos, block_at(&model, pos, n), in_sequence(0, pos), 1);
+    if (samples) {
+        trace_samples(ids, n, samples);
+    } else {
+        tracing = 1;
+        Decoder d = decoder_of(&model);
+        Sequence s = sequence_holding(&model, ids, n);
+        while (s.n_cached < n) sequence_feed(&d, &s, next_block(&d, &s), 1);
+        sequence_free(&s);
+    }
     if (fclose(trace) != 0) die("cannot write '%s'", argv[4]);
     free(ids);
     free(text);

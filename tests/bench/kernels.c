@@ -142,7 +142,7 @@ static double products_gbs(Matrix *ms, int n, size_t bytes, int tokens) {
     if (!x || !out) die("out of memory");
     for (int i = 0; i < tokens * widest; i++) x[i] = next_value();
     MatmulScratch scratch = {0};
-    if (!matmul_scratch_init(&scratch, tokens, widest, ms[0].type)) die("out of memory");
+    if (!matmul_scratch_init(&scratch, tokens, widest, 1u << ms[0].type)) die("out of memory");
     int reps = (int)(2e9 / (double)bytes) + 1;
     double best = 0.0;
     for (int round = 0; round < 6; round++) {

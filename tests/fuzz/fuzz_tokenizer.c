@@ -38,7 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         uint32_t *ids = NULL;
         size_t cap = 0;
         const char *err;
-        long n = tokenizer_encode(tok, text, len, &ids, &cap, &err);
+        long n = tokenizer_encode(tok, text, len, ENCODE_BOS, &ids, &cap, &err);
         int keeps_text = !(tok->flags & (TOK_SENTENCEPIECE | TOK_NFC));
         for (long i = 0; i < n; i++)
             if (ids[i] >= tok->n_tokens) abort();

@@ -1,0 +1,140 @@
+/* info.h: --info, what a weight file holds as the loader read it (load.h), and how this run
+ * will run it: the kernels this build uses on this CPU, the threads, the key/value cache. */
+#ifndef INFO_H
+#define INFO_H
+
+#include "util.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "kernels/matmul.h"
+#include "kv_cache.h"
+#include "load.h"
+#include "model.h"
+#include "threads.h"
+#include "tokenizer.h"
+
+/* What --info prints from. */
+typedef struct {
+    const ModelFile *file;
+    const Config *config;      /* n_ctx: this run's context */
+    int file_n_ctx;            /* the context the file's header gives */
+    TransformerWeights *weights;
+    const Tokenizer *tokenizer;
+    CacheType cache;           /* this run's key/value cache */
+    double load_seconds;
+} FileInfo;
+
+/* "block: Llama (RMSNorm, rotary positions theta 10000, SwiGLU, ...)": the four places where
+ * GPT-2's and Llama's blocks differ, as this file chooses them */
+static void print_block_design(const Config *c) {
+    int gpt2 = c->norm == NORM_LAYER && c->pos_kind != POS_ROTARY && c->ffn == FFN_GELU;
+    int llama = c->norm == NORM_RMS && c->pos_kind == POS_ROTARY && c->ffn == FFN_SWIGLU;
+    printf("block: %s (%s, ", gpt2 ? "GPT-2" : llama ? "Llama" : "mixed", c->norm == NORM_RMS ? "RMSNorm" : "LayerNorm");
+    if (c->pos_kind == POS_ROTARY)
+        printf("rotary positions theta %g%s, ", (double)c->rope_theta, c->rope_freqs ? " rescaled by the file" : "");
+    else printf("%s positions added, ", c->pos_kind == POS_LEARNED ? "learned" : "sinusoidal");
+    if (c->ffn == FFN_SWIGLU) printf("SwiGLU feed-forward, ");
+    else printf("GELU (%s) feed-forward, ", c->gelu == GELU_TANH ? "tanh" : "erf");
+    if (c->n_kv_head == c->n_head) printf("multi-head attention, ");
+    else if (c->n_kv_head == 1) printf("multi-query attention, ");
+    else printf("grouped-query attention %d:%d, ", c->n_head, c->n_kv_head);
+    static const char *parts[] = {"query/key/value", "attention output", "feed-forward", "norms"};
+    if (c->bias == BIAS_ALL) printf("biases everywhere)\n");
+    else if (c->bias == 0) printf("no biases)\n");
+    else {
+        printf("biases on");
+        for (int b = 0, first = 1; b < 4; b++)
+            if (c->bias & (1 << b)) printf("%s %s", first ? "" : ",", parts[b]), first = 0;
+        printf(")\n");
+    }
+}
+
+/* "weights: q8_0", or with several types "weights: q4_0 (12 matrices), q8_0 (2)": the types of
+ * the matrices (the embedding's and the products'). */
+static void print_weight_types(const Config *c, TransformerWeights *w) {
+    Matrix **matrices = calloc_or_die(((size_t)MATRICES_PER_LAYER * c->n_layer + 2) * sizeof(Matrix *), "matrix list");
+    int n = product_matrices(c, w, matrices), count[WT_COUNT] = {0}, kinds = 0;
+    if (!c->tied_head) matrices[n++] = &w->wte; /* tied: the head is the embedding */
+    for (int i = 0; i < n; i++) kinds += count[matrices[i]->type]++ == 0;
+    printf("weights:");
+    for (int type = 0, first = 1; type < WT_COUNT; type++) {
+        if (!count[type]) continue;
+        printf("%s %s", first ? "" : ",", weight_types[type].name);
+        if (kinds > 1) printf(" (%d matri%s)", count[type], count[type] == 1 ? "x" : "ces");
+        first = 0;
+    }
+    printf("\n");
+    free(matrices);
+}
+
+/* The metadata section's entries, one a line, each value's first line cut at 100 bytes. */
+static void print_metadata(const ModelFile *f) {
+    uint64_t at = 4;
+    for (uint32_t i = 0; i < f->n_metadata; i++) {
+        MetadataEntry e = metadata_next(f, &at);
+        uint32_t shown = 0;
+        while (shown < e.value_len && shown < 100 && e.value[shown] != '\n') shown++;
+        printf("  %.*s: %.*s%s\n", (int)e.key_len, (const char *)e.key, (int)shown, (const char *)e.value,
+               shown < e.value_len ? " ..." : "");
+    }
+}
+
+static void print_info(const FileInfo *t, const char *path) {
+    const Config *c = t->config;
+    const FileHeader *h = t->file->header;
+    printf("file: %s (%zu bytes, format version %u), loaded in %.3f s\n", path, t->file->size,
+           h->version, t->load_seconds);
+    printf("kernels: %s, %d threads\n", kernels_description(), thread_count());
+    static const char *pretokenizers[PRETOK_COUNT] = {"character", "gpt2", "cl100k", "whole-text", "digits+gpt2", "qwen2"};
+    const Tokenizer *tok = t->tokenizer;
+    const char *merging = tok->flags & TOK_SENTENCEPIECE ? "SentencePiece BPE"
+                        : tok->flags & TOK_MERGE_PAIRS ? "byte-level BPE by merge list"
+                        : tok->pretokenizer == PRETOK_CHAR ? "characters" : "byte-level BPE by rank";
+    printf("tokenizer: %u tokens, %s, %s pre-tokenizer, end-of-text id %d, beginning-of-text id %d\n",
+           tok->n_tokens, merging, pretokenizers[tok->pretokenizer], tok->eot_id, tok->bos_id);
+    if (tok->flags & TOK_SENTENCEPIECE)
+        printf("  %u normalization rules%s%s, %s\n", tok->n_rules, tok->flags & TOK_DUMMY_PREFIX ? ", dummy prefix" : "",
+               tok->flags & TOK_REMOVE_EXTRA_SPACES ? ", extra spaces removed" : "",
+               tok->flags & TOK_BYTE_FALLBACK ? "byte fallback" : "unknown piece");
+    else if (tok->flags & (TOK_NFC | TOK_MERGE_PAIRS))
+        printf("  %u merges%s%s\n", tok->n_merges, tok->flags & TOK_NFC ? ", NFC normalizer" : "",
+               tok->flags & TOK_WHOLE_PIECES ? ", whole pieces first (ignore_merges)" : "");
+    printf("  stop tokens:");
+    for (uint32_t i = 0; i < tok->n_stop; i++) printf(" %u", tok->stop[i]);
+    printf(tok->n_stop ? "\n" : " none\n");
+    if (t->file->n_metadata) {
+        printf("metadata:\n");
+        print_metadata(t->file);
+    }
+    if (c->n_layer == 0) { printf("tokenizer-only file (no model)\n"); return; }
+    printf("n_layer %d, n_head %d, n_embd %d (head_size %d), n_hidden %d, n_ctx %d", c->n_layer,
+           c->n_head, c->n_embd, c->head_size, c->n_hidden, t->file_n_ctx);
+    if (c->n_ctx != t->file_n_ctx) printf(" (this run: %d)", c->n_ctx);
+    printf("\n");
+    print_block_design(c);
+    printf("vocab_size %d (padded to %d), norm_eps %g, head %s, ", c->vocab_size, c->vocab_padded, (double)c->norm_eps,
+           c->tied_head ? "tied" : "separate");
+    print_weight_types(c, t->weights);
+    CacheType cache = t->cache;
+    printf("key/value cache: %s, %d positions at most, %.1f MB (generation holds the positions its tokens take)\n",
+           cache_types[cache].name, c->n_ctx, 2 * kv_cache_bytes(c->n_layer, c->n_kv_head, c->head_size, c->n_ctx, cache) / 1e6);
+    printf("%-26s %6s %12s %12s\n", "section", "type", "offset", "bytes");
+    printf("%-26s %6s %12d %12u\n", "header", "", 0, HEADER_SIZE);
+    printf("%-26s %6s %12llu %12llu\n", "tokenizer", "", (unsigned long long)h->tokenizer_offset,
+           (unsigned long long)h->tokenizer_size);
+    if (h->version >= 4)
+        printf("%-26s %6s %12llu %12llu\n", "metadata", "", (unsigned long long)h->metadata_offset,
+               (unsigned long long)h->metadata_size);
+    const TensorEntry *table = (const TensorEntry *)(const void *)(t->file->data + h->tensors_offset);
+    printf("%-26s %6s %12llu %12llu\n", "tensor table", "", (unsigned long long)h->tensors_offset,
+           (unsigned long long)h->n_tensors * sizeof(TensorEntry));
+    for (uint32_t i = 0; i < h->n_tensors; i++) {
+        const char *type = h->version >= 4 ? weight_types[table[i].type].name : "";
+        printf("%-26s %6s %12llu %12llu\n", table[i].name, type, (unsigned long long)table[i].offset,
+               (unsigned long long)table[i].size);
+    }
+}
+
+#endif
