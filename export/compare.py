@@ -180,7 +180,7 @@ def generation_agrees(model: GPT, tok: TokenizerData, ids: list[int], c_out: byt
     options: generate()'s keep, repeat_penalty, repeat_last. Returns (agrees, what happened)."""
     trace: list = []
     ref_ids = generate(model, ids, n, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
-                       eot_id=tok.eot_id, trace=trace, **options)
+                       eot_id=tok.eot_id, stop_ids=tok.stop_ids, trace=trace, **options)
     if c_out == tok.decode(ref_ids):
         return True, f"identical ({len(c_out)} bytes)"
     step, at = 0, 0  # the reference's tokens before `step` spell c_out[:at]
@@ -191,8 +191,8 @@ def generation_agrees(model: GPT, tok: TokenizerData, ids: list[int], c_out: byt
     # what run.c may have chosen at `step`: a token its remaining bytes start with (or that
     # starts with them, when it stopped part-way through a character), or end-of-text
     candidates = [j for j, b in enumerate(tok.tokens) if b and (rest.startswith(b) or (rest and b.startswith(rest)))]
-    if not rest and tok.eot_id >= 0:
-        candidates.append(tok.eot_id)
+    if not rest:  # it stopped: end-of-text, or another of the file's stop tokens
+        candidates += sorted({tok.eot_id, *tok.stop_ids} - {-1})
     if step >= n or not candidates:
         return False, f"DIFFERENT at step {step}: run.c's text does not continue with any token"
     logits = trace[step]  # what the reference sampled from at that step (its window, its penalty)

