@@ -33,12 +33,14 @@ PATTERN (fnmatch: h.0.attn.c_attn.weight, h.*.mlp.*, lm_head.weight, wte) anothe
 matching pattern winning: a file of mixed types, as GGUF files are. Norms, biases and position
 tables stay float32.
 
-OUT.bin is written to a hidden temporary file in OUT's folder and only linked into place when
-complete, so a failed or killed export leaves neither OUT.bin nor a temporary file behind.
+OUT.bin is written to an unnamed file in its target's folder (a symlink is followed and stays a
+link) and linked into place only when complete, so a failed or killed export leaves neither a
+partial OUT.bin nor a temporary file behind; a device or pipe is written as it is; - is stdout.
 """
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import math
 import os
@@ -51,6 +53,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from model import BIAS_ATTN_OUT, BIAS_FFN, BIAS_QKV, GPT, GPTConfig  # noqa: E402
+from output_files import write_bytes  # noqa: E402
 from safe_pickle import UnsafeFile, load_torch  # noqa: E402
 from tokenizer_files import bpe_vocab, char_vocab, folder_stop_ids, gpt2_vocab, read_tokenizer_source  # noqa: E402
 from weight_file import (MAGIC, WEIGHT_TYPES, ExportError, TokenizerData, build_model, read_model,  # noqa: E402
@@ -578,9 +581,9 @@ def save_checkpoint(path: Path, model: GPT, tok: TokenizerData, extra: dict | No
     ckpt = {"format": "gptc", "config": model.config.__dict__.copy(),
             "model": model.state_dict(), "tokenizer": tok.to_dict()}
     ckpt.update(extra or {})
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(ckpt, tmp)
-    os.replace(tmp, path)
+    buffer = io.BytesIO()  # torch.save seeks; the file itself is written front to back
+    torch.save(ckpt, buffer)
+    write_bytes(path, buffer.getvalue())
 
 
 def main() -> None:

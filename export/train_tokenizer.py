@@ -23,6 +23,7 @@ from pathlib import Path
 import regex
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from output_files import ExportError, write_text  # noqa: E402
 from weight_file import RANK_NONE, TokenizerData  # noqa: E402
 
 # GPT-2's pre-tokenization pattern (published with GPT-2's encoder.py).
@@ -117,8 +118,8 @@ class Encoder:
 
 
 def save(tok: TokenizerData, path: Path) -> None:
-    path.write_text(json.dumps({"kind": tok.kind, "tokens": [t.hex() for t in tok.tokens],
-                                "ranks": tok.ranks, "eot_id": tok.eot_id}))
+    write_text(path, json.dumps({"kind": tok.kind, "tokens": [t.hex() for t in tok.tokens],
+                                 "ranks": tok.ranks, "eot_id": tok.eot_id}))
 
 
 def load(path: Path) -> TokenizerData:
@@ -133,7 +134,10 @@ def main() -> None:
     ap.add_argument("--vocab-size", type=int, default=2048)
     args = ap.parse_args()
     tok = train(args.text.read_text(encoding="utf-8"), args.vocab_size, log=True)
-    save(tok, args.out)
+    try:
+        save(tok, args.out)
+    except ExportError as e:
+        sys.exit(f"error: {e}")
     print(f"wrote {args.out}: {len(tok.tokens)} tokens", file=sys.stderr)
 
 

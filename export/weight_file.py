@@ -62,8 +62,7 @@ CRC_OFFSET = struct.calcsize("<" + "".join(code for _, code in HEADER_FIELDS[:22
 assert CRC_OFFSET == 104 and struct.calcsize(HEADER_FORMAT) == 144
 
 
-class ExportError(Exception):
-    """A problem with a SOURCE or a weight file, reported as one line."""
+from output_files import ExportError, write_output  # noqa: E402
 
 
 def pack_header(fields: dict) -> bytes:
@@ -415,42 +414,17 @@ def model_bytes_layout(c: GPTConfig | None, tok: TokenizerData, tensors: list[tu
 
 
 def write_atomically(out: Path, pieces: list[tuple[int, bytes]], total: int) -> None:
-    """Write into an unnamed file in OUT's folder (O_TMPFILE) and link it into place only when
-    complete: a crash or kill at any point leaves no file. Falls back to a named temporary file
-    removed on failure where the filesystem lacks O_TMPFILE."""
-    folder = out.resolve().parent
-    fd, tmp_name = None, None
-    try:
-        try:
-            fd = os.open(folder, os.O_TMPFILE | os.O_WRONLY, 0o644)
-        except (OSError, AttributeError):
-            tmp_name = folder / f".{out.name}.{os.getpid()}.tmp"
-            fd = os.open(tmp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        with os.fdopen(fd, "wb", closefd=False) as f:
-            for offset, data in pieces:
-                f.seek(offset)
-                f.write(data)
-            f.truncate(total)
-            f.flush()
-            os.fsync(f.fileno())
-        if tmp_name is None:
-            # linkat(..., AT_SYMLINK_FOLLOW) through /proc gives the unnamed file a name;
-            # passing dst_dir_fd makes Python call linkat rather than link.
-            staged = f".{out.name}.{os.getpid()}.link"
-            dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                os.link(f"/proc/self/fd/{fd}", staged, dst_dir_fd=dir_fd, follow_symlinks=True)
-            finally:
-                os.close(dir_fd)
-            os.replace(folder / staged, out)
-        else:
-            os.replace(tmp_name, out)
-            tmp_name = None
-    finally:
-        if fd is not None:
-            os.close(fd)
-        if tmp_name is not None and os.path.exists(tmp_name):
-            os.unlink(tmp_name)
+    """The file of pieces (offset, bytes), in offset order, zeros between them, total bytes in
+    all, written by output_files.write_output: whole or not at all, symlinks followed, devices
+    and pipes written directly."""
+    def write(f) -> None:
+        at = 0
+        for offset, data in pieces:
+            f.write(bytes(offset - at))
+            f.write(data)
+            at = offset + len(data)
+        f.write(bytes(total - at))
+    write_output(out, write)
 
 
 def write_model(out: Path, model: GPT | None, tok: TokenizerData, dtype: str = "f32", *, version: int = VERSION,
