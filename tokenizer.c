@@ -667,8 +667,9 @@ static int is_rust_numeric(long cp) {
 
 /* Hugging Face's Digits(individual_digits) isolates each numeric character; GPT-2's pattern
  * then splits each stretch between them as a text of its own (its \s+(?!\S) sees the
- * stretch's end as the text's end). */
-static size_t digits_gpt2_piece(const uint8_t *s, size_t n) {
+ * stretch's end as the text's end). The length of the stretch at s[0]: one numeric character,
+ * or all up to the next one. */
+static size_t digits_stretch(const uint8_t *s, size_t n) {
     long cp;
     size_t len = utf8_decode(s, n, &cp);
     if (is_rust_numeric(cp)) return len;
@@ -678,7 +679,7 @@ static size_t digits_gpt2_piece(const uint8_t *s, size_t n) {
         if (is_rust_numeric(cp)) break;
         stretch += len;
     }
-    return gpt2_piece(s, stretch);
+    return stretch;
 }
 
 /* ---- normalizers -------------------------------------------------------------------- */
@@ -897,14 +898,18 @@ out_of_memory:
 
 /* ---- encoding ----------------------------------------------------------------------- */
 
-/* Length of the next piece of text[0..len) by the vocabulary's pre-tokenizer. */
-static size_t next_piece(const Tokenizer *t, const uint8_t *text, size_t len) {
+/* Length of the next piece of text[at..len) by the vocabulary's pre-tokenizer. *stretch_end:
+ * digits_gpt2's end of the stretch being split, found once per stretch, not once per piece
+ * (which is quadratic in a long text without numbers). */
+static size_t next_piece(const Tokenizer *t, const uint8_t *text, size_t len, size_t at, size_t *stretch_end) {
     switch (t->pretokenizer) {
-    case PRETOK_GPT2: return gpt2_piece(text, len);
-    case PRETOK_CL100K: return cl100k_piece(text, len, 3);
-    case PRETOK_QWEN2: return cl100k_piece(text, len, 1);
-    case PRETOK_DIGITS_GPT2: return digits_gpt2_piece(text, len);
-    default: return len; /* PRETOK_WHOLE */
+    case PRETOK_GPT2: return gpt2_piece(text + at, len - at);
+    case PRETOK_CL100K: return cl100k_piece(text + at, len - at, 3);
+    case PRETOK_QWEN2: return cl100k_piece(text + at, len - at, 1);
+    case PRETOK_DIGITS_GPT2:
+        if (at >= *stretch_end) *stretch_end = at + digits_stretch(text + at, len - at);
+        return gpt2_piece(text + at, *stretch_end - at);
+    default: return len - at; /* PRETOK_WHOLE */
     }
 }
 
@@ -922,6 +927,7 @@ static int encode_text(Tokenizer *t, const uint8_t *text, size_t len, uint32_t *
         text = t->normalized;
         len = (size_t)n;
     }
+    size_t stretch_end = 0;
     for (size_t i = 0; i < len;) {
         size_t n;
         if (t->pretokenizer == PRETOK_CHAR) {
@@ -934,7 +940,7 @@ static int encode_text(Tokenizer *t, const uint8_t *text, size_t len, uint32_t *
             }
             if (push_id(ids, cap, count, id)) { *err = "out of memory while encoding"; return -1; }
         } else {
-            n = next_piece(t, text + i, len - i);
+            n = next_piece(t, text, len, i, &stretch_end);
             if (n == 0) break; /* the whole-text pre-tokenizer on an empty text */
             if (bpe_piece(t, text + i, n, ids, cap, count, err)) {
                 if (!*err) *err = "out of memory while encoding";

@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
+import time
 from functools import lru_cache
 from pathlib import Path
 
@@ -394,6 +395,17 @@ def test_every_character_is_split_as_the_rust_library_does(variant: str) -> None
     print(f"tokenizer.json {variant}: {len(code_points) - len(wrong):,} / {len(code_points):,} code points split "
           "exactly as Hugging Face's Rust library")
     assert not wrong, f"{len(wrong)} characters split otherwise: {' '.join(wrong[:40])}"
+
+
+def test_digits_split_of_a_long_text_without_numbers_takes_linear_time() -> None:
+    """SmolLM2's split finds the end of the text between two numbers once, not once per piece
+    (1 MB of words without a digit took about a minute that way)."""
+    text = b"word, " * 170_000
+    start = time.perf_counter()
+    ours = c_encode(json_exported("smollm2_digits"), [text])
+    seconds = time.perf_counter() - start
+    assert ours == hf_ids(tokenizer_json("smollm2_digits", with_added_tokens=False), [text])
+    assert seconds < 5, f"{seconds:.1f} s for 1 MB"
 
 
 SPECIAL_TEXTS = ["<|endoftext|>", "a<|endoftext|>b", "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n",
