@@ -62,7 +62,8 @@ def c_encode(path: Path, texts: list[bytes], *flags: str) -> list[list[int] | st
 
 
 def lines_and_texts() -> list[bytes]:
-    return corpus("lines") + corpus("texts")
+    """Both corpora, each text once (the extra cases are in both)."""
+    return list(dict.fromkeys(corpus("lines") + corpus("texts")))
 
 
 # ---- SentencePiece ---------------------------------------------------------------------------
