@@ -2,7 +2,8 @@
 
 usage: make_inputs.py seeds DIR    write the seed corpora (committed under tests/fuzz/seeds)
        make_inputs.py vocabs DIR   write the vocabularies fuzz_tokenizer loads (gpt2.bin,
-                                   cl100k.bin, char.bin, sentencepiece.bin, tokenizer_json.bin)
+                                   cl100k.bin, char.bin, sentencepiece.bin, tokenizer_json.bin,
+                                   digits.bin)
 Seeds for the loader are tiny valid model files covering every switch of the format: GPT-2's
 block as version 1 files (what files written before version 2 are), the Llama family's as
 version 3; seeds for the tokenizer are short texts in several scripts behind each selector byte.
@@ -51,9 +52,10 @@ def seeds(out: Path) -> None:
         cfg = GPTConfig(n_layer=1, n_embd=32, n_hidden=64, n_ctx=8, vocab_size=n, vocab_padded=n + 3, **{**llama, **extra})
         write_model(loader / f"{name}.bin", random_model(cfg, seed=1), tok, dtype)
     texts = [b"Hello world, it's 2024!\n", "naïve café — 日本語 😀 \u00a0\ufeff".encode(),
-             b"  \r\n\t  x  ", b"\xff\xfe invalid \xc3", b"1234567 'S 'll"]
+             b"  \r\n\t  x  ", b"\xff\xfe invalid \xc3", b"1234567 'S 'll",
+             "x\u00b2 \u00bd \u0663\u0664 \u216b 12 \U00011de0 ".encode() + b"\xc3 \xd9"]
     for i, t in enumerate(texts):
-        for selector in range(5):
+        for selector in range(6):
             (tokenizer / f"text{i}_{selector}").write_bytes(bytes([selector]) + t)
     (tokenizer / "ids").write_bytes(bytes([0x80]) + b"".join(i.to_bytes(4, "little") for i in
                                                              (0, 1, 50256, 50257, 100276, 2**32 - 1)))
@@ -67,6 +69,7 @@ def vocabs(out: Path) -> None:
     write_model(out / "char.bin", None, char_tokenizer())
     write_model(out / "sentencepiece.bin", None, sentencepiece_like())
     write_model(out / "tokenizer_json.bin", None, tokenizer_json_like())
+    write_model(out / "digits.bin", None, tokenizer_json_like("digits_gpt2"))
 
 
 if __name__ == "__main__":
