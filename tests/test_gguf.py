@@ -32,7 +32,8 @@ For each file and type:
     (below); greedy tokens equal to llama.cpp's where its top choice is clear by more than twice
     that tolerance at every step (the test asserts the margins, so its premise cannot lapse).
 And a GGUF made from a Hugging Face folder of tests/llama_sources.py exports to the folder's own
-export, byte for byte.
+export, byte for byte; a Q8_0 file with quants of -128 (which llama.cpp's quantizer never writes)
+computes every product exactly and logits as llama.cpp's.
 
 The tolerance. Both programs multiply the same weights; they differ in what they round the
 activations to before a matrix product. llama.cpp rounds them to the vec_dot type of the
@@ -76,6 +77,7 @@ from gguf_writer import (STRING, UINT32, add_bpe_vocab, add_sentencepiece_vocab,
 from llama_sources import write_hf_folder
 from model import BIAS_QKV, quantize_q8_0
 from test_llama import LLAMA, LLAMA3_SCALING, gpt2_files
+from test_paths import check_trace
 from test_tokenizer_kinds import c_encode, sp_model
 from tokenizer_corpus import corpus, records
 from weight_file import WEIGHT_TYPES, read_header_and_table, read_tensors, table_entries, unpack_header
@@ -462,6 +464,42 @@ def write_ids(ids: list[int]) -> Path:
     path = TMP / "gguf_prompt_ids.txt"
     path.write_text(" ".join(map(str, ids)))
     return path
+
+
+def test_q8_0_quants_of_minus_128() -> None:
+    """llama.cpp's quantizer never writes a Q8_0 quant of -128 (its largest magnitude maps to
+    127), but the format holds one and another tool may write it. A tenth of the blocks of every
+    Q8_0 matrix get one: every product run computes from them equals its reference built from its
+    own input (tests/trace.c), one token at a time and in blocks, and the logits agree with
+    llama.cpp's as above."""
+    gguf, _ = made("llama2", "q8_0")
+    raw, g = bytearray(gguf.read_bytes()), read_gguf(gguf)
+    rng = np.random.default_rng(128)
+    for info in (t for t in g.tensors.values() if t.type_name == "Q8_0"):
+        blocks = np.frombuffer(raw, np.uint8, info.size, info.offset).reshape(-1, 34).copy()
+        quants = blocks[:, 2:].view(np.int8)
+        for b in rng.choice(len(blocks), len(blocks) // 10, replace=False):
+            quants[b, np.abs(quants[b].astype(np.int32)).argmax()] = -128
+        raw[info.offset:info.offset + info.size] = blocks.tobytes()
+    path, out = TMP / "gguf_minus_128.gguf", TMP / "gguf_minus_128.bin"
+    path.write_bytes(bytes(raw))
+    r = export_cli(path, out)
+    assert r.returncode == 0, r.stderr
+    assert (read_tensors(out)[2]["attn.c_attn.weight"].values == -128).any()
+    prompt = TMP / "gguf_minus_128_prompt.txt"
+    prompt.write_bytes(PROMPT)
+    trace_binary = REPO / "tests" / "build" / "trace-native"
+    assert trace_binary.exists(), f"{trace_binary} is missing: `make test` builds it"
+    for block in (1, 128):
+        trace = TMP / "gguf_minus_128.trace"
+        r = subprocess.run([str(trace_binary), str(out), str(prompt), str(block), str(trace)], capture_output=True,
+                           timeout=600)
+        assert r.returncode == 0, r.stderr.decode()
+        assert check_trace(trace, out) <= 1
+    ids = c_tokens(RUN, out, PROMPT)
+    theirs = llama_logits(path, ids)
+    ours = c_logits(RUN, out, PROMPT, theirs.shape[1], 128, ("--cache", "f32"))
+    assert float(np.abs(ours - theirs).max()) <= tolerance(path, out, ids)[0]
 
 
 # ---- a GGUF of a Hugging Face folder -----------------------------------------------------------
