@@ -4,7 +4,8 @@ code with export/gguf_file.py, which reads them:
 
   GGUF                 the container: typed keys (every value type, arrays included), tensors in
                        F32, F16 or BF16 (rounded to nearest even, as NumPy's float16 and ggml's
-                       converter round) or given as raw blocks of any type;
+                       converter round), in Q8_0 or Q4_0 blocks of a simple quantizer of ours
+                       (test data for the reader), or given as raw blocks of any type;
   gguf_of_model()      one of our reference models (export/model.py) as llama.cpp's converter
                        (convert_hf_to_gguf.py) writes that architecture: llama's query and key
                        rows in adjacent pairs (the converter permutes Hugging Face's), qwen2's in
@@ -15,7 +16,8 @@ code with export/gguf_file.py, which reads them:
   vocabularies         SentencePiece's tokenizer.model as tokens, scores and token types, and
                        byte-level BPE (vocab.json + merges.txt, added tokens) as tokens, token
                        types and merges, with a pre-tokenizer name.
-Quantized types come from llama.cpp's own quantizer (tests/llama_ref.c quantize), not from here."""
+The quantized files compared with llama.cpp come from its own quantizer (tests/llama_ref.c
+quantize), not from here."""
 from __future__ import annotations
 
 import json
@@ -47,6 +49,28 @@ def f32_to_bf16(a: np.ndarray) -> np.ndarray:
     return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype("<u2")
 
 
+def q8_0_blocks(a: np.ndarray) -> bytes:
+    """Rows of a matrix as ggml's block_q8_0 (a binary16 scale d = max|x| / 127, then 32 int8
+    quants round(x / d)): test data of that layout; llama.cpp's own quantizer makes the files
+    that are compared with llama.cpp."""
+    groups = a.reshape(-1, 32).astype(np.float32)
+    d = (np.abs(groups).max(axis=1) / 127).astype("<f2")
+    safe = np.where(d.astype(np.float32) > 0, d.astype(np.float32), 1)
+    quants = np.clip(np.rint(groups / safe[:, None]), -127, 127).astype(np.int8)
+    return b"".join(d[i].tobytes() + quants[i].tobytes() for i in range(len(groups)))
+
+
+def q4_0_blocks(a: np.ndarray) -> bytes:
+    """Rows of a matrix as ggml's block_q4_0 (a binary16 scale d, then 16 bytes: value i's
+    quant + 8 in the low nibble of byte i, value i + 16's in its high nibble): test data."""
+    groups = a.reshape(-1, 32).astype(np.float32)
+    d = (np.abs(groups).max(axis=1) / -8).astype("<f2")
+    safe = np.where(d.astype(np.float32) != 0, d.astype(np.float32), 1)
+    q = (np.clip(np.rint(groups / safe[:, None]), -8, 7) + 8).astype(np.uint8)
+    packed = q[:, :16] | (q[:, 16:] << 4)
+    return b"".join(d[i].tobytes() + packed[i].tobytes() for i in range(len(groups)))
+
+
 class GGUF:
     def __init__(self, version: int = 3, alignment: int | None = None):
         self.version, self.alignment = version, alignment or 32
@@ -62,7 +86,8 @@ class GGUF:
     def tensor(self, name: str, values: np.ndarray | torch.Tensor, ggml_type: int = F32) -> None:
         a = values.detach().float().numpy() if isinstance(values, torch.Tensor) else np.asarray(values, np.float32)
         data = {F32: lambda: a.astype("<f4").tobytes(), F16: lambda: a.astype("<f2").tobytes(),
-                BF16: lambda: f32_to_bf16(a).tobytes()}[ggml_type]()
+                BF16: lambda: f32_to_bf16(a).tobytes(), Q8_0: lambda: q8_0_blocks(a),
+                Q4_0: lambda: q4_0_blocks(a)}[ggml_type]()
         self.tensors.append((name, ggml_type, tuple(a.shape), data))
 
     def raw_tensor(self, name: str, ggml_type: int, shape: tuple[int, ...], data: bytes) -> None:

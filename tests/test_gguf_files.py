@@ -10,7 +10,7 @@ never a crash, a hang or a half-written file.
 - the meaning: an unknown architecture, settings run does not run (each named by its key), a
   missing or misshapen tensor, a tensor of a type not converted (listed with its type), a broken
   vocabulary;
-- a fuzz loop: random mutations of valid files for a bounded time, each read in-process under a
+- a fuzz loop: random mutations of valid files (F32, Q8_0 and Q4_0 matrices) for a bounded time, each read in-process under a
   time limit: an error of ours, or a file that exports; anything else (an exception of another
   kind, a hang) fails;
 - a sample through the command line: one line on stderr, exit status 1, no output left behind.
@@ -28,24 +28,24 @@ import pytest
 
 from common import REPO, TMP, GPTConfig, random_model
 from gguf_import import export_gguf, read_gguf_model
-from gguf_writer import (ARRAY, BOOL, FLOAT32, GGUF, INT32, STRING, UINT8, UINT32, UINT64, add_bpe_vocab,
-                         gguf_of_model)
+from gguf_writer import (ARRAY, BOOL, F32, FLOAT32, GGUF, INT32, Q4_0, Q8_0, STRING, UINT8, UINT32, UINT64,
+                         add_bpe_vocab, gguf_of_model)
 from output_files import ExportError
 from test_llama import LLAMA, gpt2_files
 
 PYTHON = "/usr/bin/python3"
 
 
-def tiny_gguf(arch: str = "llama") -> GGUF:
-    """A valid GGUF of a small random two-layer model of arch (llama, qwen2 or gpt2) with GPT-2's
-    256 byte tokens, its first 40 merges and two added tokens."""
+def tiny_gguf(arch: str = "llama", ggml_type: int = F32) -> GGUF:
+    """A valid GGUF of a small random two-layer model of arch (llama, qwen2 or gpt2), matrices in
+    ggml_type, with GPT-2's 256 byte tokens, its first 40 merges and two added tokens."""
     files = gpt2_files(40)
     n_vocab = 256 + 40 + 2
     base = dict(n_layer=2, n_head=2, n_embd=64, n_hidden=96, n_ctx=32, vocab_size=n_vocab, vocab_padded=n_vocab,
                 tied_head=arch != "llama")
     cfg = GPTConfig(**base) if arch == "gpt2" else GPTConfig(**base, **{**LLAMA, "bias": 1 if arch == "qwen2" else 0},
                                                              n_kv_head=1)
-    g = gguf_of_model(random_model(cfg, seed=3), arch)
+    g = gguf_of_model(random_model(cfg, seed=3), arch, ggml_type)
     add_bpe_vocab(g, files["vocab.json"], files["merges.txt"], {"llama": "llama-bpe", "qwen2": "qwen2", "gpt2": "gpt-2"}[arch],
                   ["<|endoftext|>", "<|im_end|>"])
     g.add("tokenizer.ggml.eos_token_id", UINT32, 296)
@@ -144,11 +144,13 @@ def one_line_error(call) -> str:
     raise AssertionError("no error")
 
 
+@pytest.mark.parametrize("ggml_type", [F32, Q8_0, Q4_0])
 @pytest.mark.parametrize("arch", ["llama", "qwen2", "gpt2"])
-def test_the_valid_files_export(arch: str) -> None:
-    path = tiny_gguf(arch).write(TMP / f"gguf_tiny_{arch}.gguf")
+def test_the_valid_files_export(arch: str, ggml_type: int) -> None:
+    path = tiny_gguf(arch, ggml_type).write(TMP / f"gguf_tiny_{arch}.gguf")
     m = read_gguf_model(path)
     assert m.arch == arch and m.config.n_layer == 2
+    export_gguf(path, TMP / f"gguf_tiny_{arch}.bin")
 
 
 @pytest.mark.parametrize("arch", ["llama", "gpt2"])
@@ -304,7 +306,8 @@ def test_fuzzing_the_reader_and_the_import() -> None:
     """Random mutations of valid files of each architecture, for FUZZ_SECONDS: each exports or
     is refused with one line, in-process under a time limit, and a refusal leaves no output."""
     rng = random.Random(42)
-    sources = [tiny_gguf(arch).to_bytes() for arch in ("llama", "qwen2", "gpt2")]
+    sources = [tiny_gguf(arch, ggml_type).to_bytes() for arch, ggml_type in (("llama", F32), ("qwen2", Q8_0),
+                                                                               ("gpt2", Q4_0))]
     ends = [fields(raw)[-1][1] for raw in sources]
     path, out = TMP / "gguf_fuzz.gguf", TMP / "gguf_fuzz.bin"
     tried = refused = 0
