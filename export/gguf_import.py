@@ -187,6 +187,9 @@ class Metadata:
 def gguf_config(meta: Metadata) -> tuple[str, GPTConfig]:
     """(architecture, our configuration) from the {arch}.* keys; vocab_size and vocab_padded are
     the tokenizer's and the embedding's, filled in later. What run.c does not run is refused."""
+    if "split.count" in meta and meta.integer("split.count", high=65535) > 1:
+        raise meta.fail(f"one part of a split GGUF (split.count {meta.integer('split.count', high=65535)}): join the "
+                        "parts first (llama.cpp's llama-gguf-split --merge)")
     arch = meta.string("general.architecture")
     if arch not in ARCHITECTURES:
         raise meta.fail(f"general.architecture is '{shown(arch)}': this reads {', '.join(ARCHITECTURES)}")

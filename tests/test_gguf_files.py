@@ -187,6 +187,7 @@ def edited(g: GGUF, **changes) -> GGUF:
 
 REFUSED = {
     "an unknown architecture": (dict(general__architecture=(STRING, "mamba")), "general.architecture is 'mamba'"),
+    "a part of a split file": (dict(split__count=(UINT32, 3)), "one part of a split GGUF (split.count 3)"),
     "no architecture": (dict(general__architecture=(None, None)), "key 'general.architecture' is missing"),
     "a count of the wrong type": (dict(llama__block_count=(STRING, "2")), "key 'llama.block_count' is string"),
     "mixture of experts": (dict(llama__expert_count=(UINT32, 8)), "key 'llama.expert_count' is 8"),
