@@ -408,12 +408,13 @@ def gguf_tensors(g: GGUFFile, arch: str, c: GPTConfig) -> dict[str, Matrix | np.
 # ---- the tokenizer ------------------------------------------------------------------------------
 
 def token_id(meta: Metadata, key: str, n_tokens: int, default: int = -1) -> int:
-    """A special token's id, or -1: llama.cpp ignores an id outside the vocabulary (with a
-    warning), and so does this."""
+    """A special token's id, or -1: the key's, else llama.cpp's default for the vocabulary's kind;
+    an id outside the vocabulary counts as absent (llama.cpp warns and keeps its default)."""
+    default = default if 0 <= default < n_tokens else -1
     if key not in meta:
-        return default if 0 <= default < n_tokens else -1
+        return default
     value = meta.integer(key, high=(1 << 32) - 1)
-    return value if value < n_tokens else -1
+    return value if value < n_tokens else default
 
 
 def sentencepiece_tokens(meta: Metadata, tokens: list[bytes], types: np.ndarray, control: set[int]) -> TokenizerData:
@@ -527,8 +528,9 @@ def byte_level_tokens(meta: Metadata, tokens: list[bytes], types: np.ndarray, co
         raise meta.fail("the vocabulary has no token for some byte (not byte-level BPE)")
     flags = TOK_MERGE_PAIRS | (TOK_WHOLE_PIECES if ignore_merges else 0)
     ranks = [i if k == TOKEN_NORMAL else RANK_NONE for i, k in enumerate(kinds)]
-    bos = token_id(meta, "tokenizer.ggml.bos_token_id", n)
-    eos = token_id(meta, "tokenizer.ggml.eos_token_id", n)
+    # llama.cpp's default for both, when no key names them, is 11 (GPT-NeoX's <|endoftext|>)
+    bos = token_id(meta, "tokenizer.ggml.bos_token_id", n, 11)
+    eos = token_id(meta, "tokenizer.ggml.eos_token_id", n, 11)
     add_bos = meta.flag("tokenizer.ggml.add_bos_token", add_bos_default)
     return TokenizerData(kind, out, ranks, eos, flags, bos if add_bos else -1, -1, kinds, merges, [])
 
