@@ -72,8 +72,8 @@ from common import REPO, RUN, TEXT, TMP, GPTConfig, random_model
 from compare import c_generate, c_logits, c_tokens
 from gguf_file import read_gguf
 from gguf_import import load_gguf
-from gguf_writer import (STRING, UINT32, add_bpe_vocab, add_sentencepiece_vocab, gguf_of_hf_folder, gguf_of_model,
-                         sentencepiece_pieces)
+from gguf_writer import (BOOL, STRING, UINT32, add_bpe_vocab, add_sentencepiece_vocab, gguf_of_hf_folder,
+                         gguf_of_model, sentencepiece_pieces)
 from llama_sources import write_hf_folder
 from model import BIAS_QKV, quantize_q8_0
 from test_llama import LLAMA, LLAMA3_SCALING, gpt2_files
@@ -239,6 +239,73 @@ def test_tokenization_equals_llama_cpp(name: str, wtype: str) -> None:
         assert all(ours[i] == [sp.bos_id()] + sp.encode(texts[i]) for i in differ)
     else:
         assert not differ, f"{len(differ)} differ, first {[texts[i][:60] for i in differ[:3]]}"
+
+
+PROBE_LEFT = b"a1! "  # a letter, a number, a punctuation mark, a space
+
+
+def probe_gguf(arch: str, pre: str) -> tuple[Path, Path]:
+    """A tiny model whose byte-level vocabulary shows where llama.cpp's split ends a piece: the 256
+    bytes and each byte after 'a', '1', '!' or ' ' (a merge joins bytes of one piece only), with
+    pre-tokenizer `pre`; and its export."""
+    from tokenizer_files import gpt2_byte_decoder
+    alphabet = {b: ch for ch, b in gpt2_byte_decoder().items()}
+    spell = lambda bs: "".join(alphabet[b] for b in bs)  # noqa: E731
+    vocab = {spell(bytes([b])): b for b in range(256)}
+    merges = []
+    for left in PROBE_LEFT:
+        for b in range(256):
+            vocab[spell(bytes([left, b]))] = len(vocab)
+            merges.append(f"{spell(bytes([left]))} {spell(bytes([b]))}")
+    shape = dict(n_layer=1, n_head=1, n_embd=32, n_hidden=32, n_ctx=16, vocab_size=len(vocab), vocab_padded=len(vocab))
+    cfg = GPTConfig(**shape) if arch == "gpt2" else GPTConfig(**shape, **LLAMA, n_kv_head=1)
+    g = gguf_of_model(random_model(cfg, seed=1), arch)
+    add_bpe_vocab(g, json.dumps(vocab).encode(), "\n".join(merges).encode(), pre, [])
+    g.add("tokenizer.ggml.add_bos_token", BOOL, False)  # what the probe shows is the split alone
+    gguf, out = TMP / f"gguf_probe_{pre}.gguf", TMP / f"gguf_probe_{pre}.bin"
+    g.write(gguf)
+    r = export_cli(gguf, out)
+    assert r.returncode == 0, r.stderr
+    return gguf, out
+
+
+@lru_cache(maxsize=None)
+def assigned_in_15_0() -> frozenset[int]:
+    """Every code point Unicode 15.0 assigns (Debian's unicode-data: DerivedAge.txt)."""
+    assigned = set()
+    for line in open("/usr/share/unicode/DerivedAge.txt", encoding="utf-8"):
+        line = line.split("#")[0].strip()
+        if line:
+            first, _, last = line.split(";")[0].strip().partition("..")
+            assigned.update(range(int(first, 16), int(last or first, 16) + 1))
+    return frozenset(assigned)
+
+
+@pytest.mark.parametrize("arch,pre", [("gpt2", "gpt-2"), ("llama", "llama-bpe"), ("qwen2", "qwen2"),
+                                      ("llama", "smollm")])
+def test_every_character_is_split_as_llama_cpp_splits_it(arch: str, pre: str) -> None:
+    """Every code point of planes 0-3 and 14 after a letter, a number, a punctuation mark and a
+    space, through the probe vocabulary. They part only on characters Unicode assigned after 15.0:
+    llama.cpp's character classes come from an older Unicode than run's (16.0, and 17.0 for
+    SmolLM's numbers, as tiktoken and Hugging Face's library), so it leaves them unclassed."""
+    gguf, out = probe_gguf(arch, pre)
+    assert llama_tokenize(gguf, [b"a1", b"ab"]) == c_encode(out, [b"a1", b"ab"]) == [[97, 49], [256 + 98]], \
+        "the probe does not show where a piece ends"
+    def probes(code_points: list[int]) -> bytes:
+        return "".join(f"a{chr(c)}1{chr(c)}!{chr(c)} {chr(c)}" for c in code_points).encode()
+
+    code_points = [c for c in [*range(0x40000), *range(0xE0000, 0xE1000)] if not 0xD800 <= c <= 0xDFFF]
+    blocks = [code_points[i:i + 2048] for i in range(0, len(code_points), 2048)]
+    texts = [probes(block) for block in blocks]
+    differ_blocks = [b for b, ours, theirs in zip(blocks, c_encode(out, texts), llama_tokenize(gguf, texts))
+                     if ours != theirs]
+    alone = [c for block in differ_blocks for c in block]
+    texts = [probes([c]) for c in alone]
+    differ = [c for c, ours, theirs in zip(alone, c_encode(out, texts), llama_tokenize(gguf, texts)) if ours != theirs]
+    older = [f"U+{c:04X}" for c in differ if c in assigned_in_15_0()]
+    print(f"{pre}: {len(code_points) - len(differ):,} / {len(code_points):,} code points split as llama.cpp splits "
+          f"them; the {len(differ):,} others are characters Unicode assigned after 15.0")
+    assert not older, f"{len(older)} characters of Unicode 15.0 split otherwise: {' '.join(older[:40])}"
 
 
 @pytest.mark.parametrize("name", MODELS)
