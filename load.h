@@ -173,24 +173,34 @@ typedef struct {
     int layer;
 } Expected;
 
-/* The entries a header implies, in file order: version 4 lists each layer's tensors apart,
- * after the model's first ones and before its last ones; earlier versions list each spec once.
- * Returns their number; *out is allocated. */
-static uint64_t expected_entries(const Config *c, const TensorSpec *specs, int n_specs, uint32_t version, Expected **out) {
-    int first_layer = 0, after_layers = 0;
-    while (first_layer < n_specs && specs[first_layer].layers == 1 && specs[first_layer].stride == 0) first_layer++;
-    after_layers = first_layer;
-    while (after_layers < n_specs && specs[after_layers].stride) after_layers++;
-    uint64_t per_layer = (uint64_t)(after_layers - first_layer), layers = version >= 4 ? (uint64_t)c->n_layer : 1;
-    uint64_t n = (uint64_t)n_specs - per_layer + per_layer * layers;
-    Expected *e = calloc_or_die(n * sizeof(Expected), "the tensor table");
-    uint64_t k = 0;
-    for (int i = 0; i < first_layer; i++) e[k++] = (Expected){&specs[i], 0};
-    for (uint64_t l = 0; l < layers; l++)
-        for (int i = first_layer; i < after_layers; i++) e[k++] = (Expected){&specs[i], version >= 4 ? (int)l : -1};
-    for (int i = after_layers; i < n_specs; i++) e[k++] = (Expected){&specs[i], 0};
-    *out = e;
-    return n;
+/* The order of the entries a header implies: version 4 lists each layer's tensors apart, after
+ * the model's first ones and before its last ones; earlier versions list each spec once. */
+typedef struct {
+    const TensorSpec *specs;
+    int n_specs, first_layer, after_layers; /* specs [first_layer, after_layers) are per layer */
+    uint64_t layers;                        /* times the per-layer specs are listed */
+    int per_layer_entries;                  /* version 4: each entry names its layer */
+} TableOrder;
+
+/* Returns the number of entries. Computed, not allocated: a refused file leaves nothing behind. */
+static uint64_t table_order(TableOrder *o, const Config *c, const TensorSpec *specs, int n_specs, uint32_t version) {
+    int first = 0;
+    while (first < n_specs && specs[first].layers == 1 && specs[first].stride == 0) first++;
+    int after = first;
+    while (after < n_specs && specs[after].stride) after++;
+    *o = (TableOrder){specs, n_specs, first, after, version >= 4 ? (uint64_t)c->n_layer : 1, version >= 4};
+    uint64_t per_layer = (uint64_t)(after - first);
+    return (uint64_t)n_specs - per_layer + per_layer * o->layers;
+}
+
+/* Entry i of the table (i below table_order's count). */
+static Expected expected_entry(const TableOrder *o, uint64_t i) {
+    uint64_t per_layer = (uint64_t)(o->after_layers - o->first_layer);
+    if (i < (uint64_t)o->first_layer) return (Expected){&o->specs[i], 0};
+    uint64_t j = i - (uint64_t)o->first_layer;
+    if (j < per_layer * o->layers)
+        return (Expected){&o->specs[o->first_layer + j % per_layer], o->per_layer_entries ? (int)(j / per_layer) : -1};
+    return (Expected){&o->specs[o->after_layers + (j - per_layer * o->layers)], 0};
 }
 
 /* An entry's expected name: NAME, or h.L.NAME for one layer's tensor (version 4). */
@@ -389,8 +399,8 @@ static void load_tensors(const ModelFile *f, Config *c, TransformerWeights *w) {
     const FileHeader *h = f->header;
     w->layer = calloc_or_die((size_t)c->n_layer * sizeof(LayerWeights), "layers");
     TensorSpec specs[MAX_TENSORS];
-    Expected *expected;
-    uint64_t n = expected_entries(c, specs, tensor_list(c, w, specs), h->version, &expected);
+    TableOrder order;
+    uint64_t n = table_order(&order, c, specs, tensor_list(c, w, specs), h->version);
     if (h->n_tensors != n)
         die("model file: header lists %u tensors, this configuration has %llu" HINT, h->n_tensors, (unsigned long long)n);
     const uint8_t *table = f->data + h->tensors_offset;
@@ -399,18 +409,19 @@ static void load_tensors(const ModelFile *f, Config *c, TransformerWeights *w) {
     for (uint64_t i = 0; i < n; i++) {
         TensorEntry e;
         memcpy(&e, table + i * sizeof e, sizeof e);
+        Expected expected = expected_entry(&order, i);
         char name[TENSOR_NAME_LEN];
-        expected_name(&expected[i], name);
+        expected_name(&expected, name);
         const char *found = (const char *)table + i * sizeof e;
         if (memchr(found, 0, name_len) == NULL || strcmp(found, name) != 0)
             die("model file: tensor %llu should be '%s' but the table has '%.*s'", (unsigned long long)i, name,
                 (int)name_len, found);
-        uint32_t type = entry_type(h, &e, expected[i].spec, name);
-        uint64_t expect = entry_bytes(&expected[i], type, name);
+        uint32_t type = entry_type(h, &e, expected.spec, name);
+        uint64_t expect = entry_bytes(&expected, type, name);
         if (e.size != expect)
             die("model file: tensor '%s' has %llu bytes, its shape (%llu, %llu) as %s needs %llu", name,
-                (unsigned long long)e.size, (unsigned long long)expected[i].spec->rows,
-                (unsigned long long)expected[i].spec->cols, weight_type(type)->name, (unsigned long long)expect);
+                (unsigned long long)e.size, (unsigned long long)expected.spec->rows,
+                (unsigned long long)expected.spec->cols, weight_type(type)->name, (unsigned long long)expect);
         if (e.offset % TENSOR_ALIGN)
             die("model file: tensor '%s' offset %llu is not %u-byte aligned", name, (unsigned long long)e.offset,
                 TENSOR_ALIGN);
@@ -418,10 +429,9 @@ static void load_tensors(const ModelFile *f, Config *c, TransformerWeights *w) {
             die("model file: tensor '%s' at offset %llu overlaps what comes before it (ends at %llu)", name,
                 (unsigned long long)e.offset, (unsigned long long)end);
         check_range(name, e.offset, e.size, f->size);
-        place_entry(&expected[i], type, f->data + e.offset);
+        place_entry(&expected, type, f->data + e.offset);
         end = e.offset + e.size;
     }
-    free(expected);
     if (c->tied_head) w->lm_head = w->wte;
     w->lm_head.rows = c->vocab_size; /* padded rows are never computed */
 }
