@@ -412,6 +412,26 @@ static uint32_t *fitting_ids(Conversation *c, long *count) {
     }
 }
 
+/* The reply as text for the conversation: bytes that are not UTF-8 (a model may emit half a
+ * character) become U+FFFD, one for each maximal part of a character, as Hugging Face's decode
+ * and Python's errors="replace" give them. */
+static void lossy_utf8(Buffer *out, const uint8_t *s, size_t n) {
+    for (size_t i = 0; i < n;) {
+        size_t len = utf8_valid(s + i, n - i);
+        if (len) { buffer_add(out, s + i, len); i += len; continue; }
+        buffer_add(out, (const uint8_t *)"\xEF\xBF\xBD", 3);
+        uint8_t c = s[i];
+        size_t want = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 1, k = 1;
+        while (k < want && i + k < n) { /* the continuation bytes that still fit a character */
+            uint8_t b = s[i + k], lo = 0x80, hi = 0xBF;
+            if (k == 1) lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80, hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+            if (b < lo || b > hi) break;
+            k++;
+        }
+        i += k;
+    }
+}
+
 /* The assistant's next reply: streamed to stdout, then a newline, and kept in the conversation.
  * Only the tokens the cache does not already hold go through the model. */
 static void chat_reply(Conversation *c) {
@@ -458,8 +478,11 @@ static void chat_reply(Conversation *c) {
     write_or_die("\n", 1);
     flush_or_die();
     c->decode_seconds += now_seconds() - t0;
-    conversation_add(c, ROLE_ASSISTANT, reply.s ? reply.s : (const uint8_t *)"", reply.n);
+    Buffer text_reply = {0};
+    lossy_utf8(&text_reply, reply.s ? reply.s : (const uint8_t *)"", reply.n);
+    conversation_add(c, ROLE_ASSISTANT, text_reply.s ? text_reply.s : (const uint8_t *)"", text_reply.n);
     free(reply.s);
+    free(text_reply.s);
 }
 
 /* Everything but the system message goes: the conversation starts over. */
@@ -504,7 +527,7 @@ static void chat(const Decoder *d, const ModelFile *f, const ChatOptions *o, con
     if (o->system) conversation_add(&c, ROLE_SYSTEM, (const uint8_t *)o->system, strlen(o->system));
     if (o->messages_path) {
         size_t len, n;
-        char err[240];
+        char err[400];
         uint8_t *text = read_file_or_die(o->messages_path, &len);
         if (json_messages(text, len, &c.m, &n, err, sizeof err))
             die("messages '%s': %s", strcmp(o->messages_path, "-") ? o->messages_path : "standard input", err);

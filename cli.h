@@ -260,6 +260,8 @@ static void run_option(Options *o, int opt, const char *arg, char **argv, int ma
 /* Combinations that would leave a flag without effect are refused. */
 static void check_combinations(const Options *o) {
     if (o->prompt && o->prompt_file) die("give the prompt with -i or -f, not both");
+    if (o->chat && (o->prompt || o->prompt_file))
+        die("--chat takes its turns from the terminal or stdin, or a conversation from --messages FILE, not -i/-f");
     if (!takes_prompt(o) && (o->prompt || o->prompt_file))
         die("%s takes no prompt (-i/-f): %s", o->mode,
             o->perplexity_path ? "it scores the file given to it" : "it reads only the model");
@@ -275,8 +277,6 @@ static void check_combinations(const Options *o) {
     if (!o->chat && (c->system || c->messages_path || !c->generation_prompt))
         die("%s goes with --chat", c->system ? "--system" : c->messages_path ? "--messages" : "--no-generation-prompt");
     if (!o->chat) return;
-    if (o->prompt || o->prompt_file)
-        die("--chat takes its turns from the terminal or stdin, or a conversation from --messages FILE, not -i/-f");
     if (o->mode && !o->tokenize) die("--chat and %s are two modes: give one at a time", o->mode);
     if (o->tokenize && !c->messages_path) die("--chat --tokenize shows the tokens of a --messages FILE: give one");
     if (c->system && c->messages_path) die("--system and --messages: the messages file holds the system message");

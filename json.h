@@ -29,7 +29,7 @@ typedef struct {
 typedef struct {
     const uint8_t *s;
     size_t n, at;
-    char error[200];
+    char error[320];
 } JsonReader;
 
 /* Records the first problem (with its line and column); returns 0 for the callers' early exits. */
@@ -222,7 +222,7 @@ static const char *json_kind(JsonReader *r) {
 
 /* One message object, the i-th (from 1). */
 static int json_message(JsonReader *r, size_t i, ChatMessage *m) {
-    char what[120];
+    char what[260];
     uint8_t *role = NULL;
     size_t role_len = 0;
     int have_content = 0;

@@ -18,7 +18,7 @@ static size_t put_json_string(uint8_t *out, const uint8_t *s, size_t n) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ChatMessage *m;
     size_t n;
-    char err[240];
+    char err[400];
     if (json_messages(data, size, &m, &n, err, sizeof err)) {
         if (!err[0] || strchr(err, '\n')) abort();
         return 0;
