@@ -282,6 +282,8 @@ static void check_combinations(const Options *o) {
     if (c->system && c->messages_path) die("--system and --messages: the messages file holds the system message");
     if (!c->generation_prompt && !o->tokenize) die("--no-generation-prompt only changes what --chat --tokenize shows");
     if (o->gen.samples > 1) die("--samples does not go with --chat: a conversation has one reply a turn");
+    if (o->gen.keep >= 0) die("--keep does nothing with --chat (a full context drops the oldest turns)");
+    if (!o->gen.echo) die("--no-echo does nothing with --chat (it echoes nothing)");
     if (o->special) die("--special does nothing with --chat (the template's special tokens are always tokens)");
 }
 

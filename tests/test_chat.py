@@ -363,6 +363,7 @@ def test_a_template_that_drops_system_messages_refuses_them() -> None:
     (["--chat", "--tokenize"], ["give one"]),
     (["--chat", "--system", "s", "--messages", "x.json"], ["the messages file holds"]),
     (["--chat", "--samples", "2"], ["--samples"]),
+    (["--chat", "--keep", "2"], ["--keep does nothing"]),
     (["--chat", "--perplexity", "x"], ["two modes"]),
     (["--chat", "--messages", "x.json", "--no-generation-prompt"], ["only changes what --chat --tokenize shows"]),
 ])
