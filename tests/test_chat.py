@@ -370,3 +370,30 @@ def test_a_template_that_drops_system_messages_refuses_them() -> None:
 def test_chat_flags_that_do_not_fit_are_refused(flags: list[str], words: list[str]) -> None:
     r = subprocess.run([str(RUN), str(exported("smollm2")), *flags], capture_output=True, timeout=30)
     one_line_error(r, *words)
+
+
+@pytest.mark.parametrize("place", ["named list", "chat_template.jinja"])
+def test_the_template_is_found_where_transformers_finds_it(place: str) -> None:
+    """tokenizer_config.json's list of named templates (its "default"), or chat_template.jinja
+    beside it: the export carries the template and its table either way."""
+    template = (FIXTURES / FAMILIES["qwen2.5"]["template"]).read_text(encoding="utf-8")
+    folder = TMP / f"chat_place_{place.replace(' ', '_').replace('.', '_')}"
+    base = exported("qwen2.5").parent
+    folder.mkdir(exist_ok=True)
+    for f in base.iterdir():
+        if f.name not in ("model.bin", "chat_template.jinja"):
+            (folder / f.name).write_bytes(f.read_bytes())
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    if place == "named list":
+        config["chat_template"] = [{"name": "tool_use", "template": "{{ raise_exception('tools') }}"},
+                                   {"name": "default", "template": template}]
+    else:
+        del config["chat_template"]
+        (folder / "chat_template.jinja").write_text(template, encoding="utf-8")
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    r = subprocess.run(["/usr/bin/python3", str(REPO / "export" / "export.py"), str(folder), str(folder / "model.bin")],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    messages = [{"role": "user", "content": "Where?"}]
+    text = reference_render(template, messages, True, specials_of("qwen2.5"))
+    assert run_ids(folder / "model.bin", messages) == rust_ids(folder / "tokenizer.json", [text])[0]
