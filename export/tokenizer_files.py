@@ -497,11 +497,13 @@ def read_json_object(path: Path) -> dict:
 
 # ---- a SentencePiece model's added tokens, and how Hugging Face splits text on them ---------------
 
-def hf_added_tokens(folder: Path) -> list[dict] | None:
+def hf_added_tokens(folder: Path | None) -> list[dict] | None:
     """The added tokens of a folder's Hugging Face tokenizer: tokenizer.json's added_tokens (id,
     content, lstrip, rstrip, single_word, normalized, special), else added_tokens.json's
     {content: id} with the flags of tokenizer_config.json's added_tokens_decoder; None when the
-    folder has neither."""
+    folder has neither (or there is no folder: a GGUF's tokenizer)."""
+    if folder is None:
+        return None
     if (folder / "tokenizer.json").exists():
         try:
             spec = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
@@ -544,7 +546,7 @@ def with_added_tokens(tok: TokenizerData, folder: Path) -> TokenizerData:
     return tok
 
 
-def chat_tokenization(folder: Path, tok: TokenizerData) -> dict[str, str]:
+def chat_tokenization(folder: Path | None, tok: TokenizerData) -> dict[str, str]:
     """How Hugging Face's tokenizer of the folder splits a rendered conversation, as metadata:
     chat.tokens, the added tokens whose text is that token wherever it appears ("ID", "ID:r" when
     the whitespace after it is swallowed (rstrip), "ID:l" before it (lstrip), "ID:FLAGS:HEX" when
@@ -552,9 +554,11 @@ def chat_tokenization(folder: Path, tok: TokenizerData) -> dict[str, str]:
     chat.spaces, which of the texts between them get SentencePiece's leading space: "every" (a
     Prepend normalizer: transformers' legacy Llama tokenizer), "first" (Metaspace's prepend_scheme
     first: only a text at the start that does not begin with a space), "always", "never".
+    Without a folder (a GGUF's tokenizer), the special, control and unknown tokens are the added
+    tokens, and SentencePiece's texts each get the leading space (transformers' legacy default).
     Raises ExportError for what run cannot split the same way."""
     added = hf_added_tokens(folder)
-    where = folder / "tokenizer.json"
+    where = folder / "tokenizer.json" if folder is not None else "the tokenizer"
     if added is None:  # transformers converts tokenizer.model: the unknown and control pieces are added tokens
         added = [{"id": i, "content": t.decode(errors="replace")} for i, t in enumerate(tok.tokens)
                  if tok.kinds[i] in (TOKEN_CONTROL, TOKEN_UNKNOWN, TOKEN_SPECIAL) and t]
@@ -582,10 +586,12 @@ def chat_tokenization(folder: Path, tok: TokenizerData) -> dict[str, str]:
     return out
 
 
-def sentencepiece_spaces(folder: Path) -> str:
+def sentencepiece_spaces(folder: Path | None) -> str:
     """chat.spaces (chat_tokenization) from tokenizer.json's normalizer and pre-tokenizer, or from
     tokenizer_config.json's legacy flag (true unless said: transformers' default) when there is no
     tokenizer.json."""
+    if folder is None:
+        return "every"
     if not (folder / "tokenizer.json").exists():
         legacy = read_json_object(folder / "tokenizer_config.json").get("legacy", True)
         return "every" if legacy in (True, None) else "first"
