@@ -397,7 +397,8 @@ static uint32_t *fitting_ids(Conversation *c, long *count) {
     for (;;) {
         chat_check(c->table, c->m, c->n);
         uint32_t *ids = chat_ids(c->table, c->d->tokenizer, c->m, c->n, 1, count);
-        if (*count + room <= c->d->n_ctx && *count > 0) return ids;
+        if (*count == 0) die("the conversation renders to no tokens: give it a user message");
+        if (*count + room <= c->d->n_ctx) return ids;
         free(ids);
         size_t first = c->m[0].role == ROLE_SYSTEM, drop = 1;
         if (c->n - first <= 1)
