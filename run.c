@@ -172,10 +172,16 @@ static void build_run(Transformer *t, int n_seq, CacheType cache) {
     unsigned types = 0; /* the weight types of the products, each with its buffers */
     for (int i = 0; i < count; i++) types |= 1u << matrices[i]->type;
     build_state(&t->state, c, n_seq, cache, t->file.size, types);
-    size_t bytes = prepare_weights(matrices, count, NULL);
-    if (bytes) {
-        t->weights_copy = malloc_or_die(bytes, "the rearranged copy of the weights"); /* every byte written */
-        prepare_weights(matrices, count, t->weights_copy);
+    size_t bytes = prepare_weights(matrices, count, NULL), at = 0;
+    if (bytes) t->weights_copy = malloc_or_die(bytes, "the rearranged copy of the weights"); /* every byte written */
+    /* One matrix at a time, and the file's pages of one the kernels read from its copy given
+     * back at once: the weights are never held twice (a tied embedding reads its rows back from
+     * the file, a few pages a token). */
+    for (int i = 0; i < count && bytes; i++) {
+        at += prepare_weights(&matrices[i], 1, (char *)t->weights_copy + at);
+        ByteRange ranges[2];
+        int n = matrices[i]->packed && t->file.mapped ? weight_type((uint32_t)matrices[i]->type)->ranges(matrices[i], ranges) : 0;
+        for (int k = 0; k < n; k++) release_mapped(ranges[k].at, ranges[k].bytes);
     }
     free(matrices);
 }

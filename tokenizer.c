@@ -15,8 +15,9 @@
  *        cl100k:  (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
  *                 ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+   (Llama 3's)
  *        qwen2:   cl100k's with \p{N} for \p{N}{1,3}
- *        digits_gpt2: each ASCII digit alone, gpt2's pattern on the text between (SmolLM2:
- *                 Hugging Face's Digits(individual_digits) then ByteLevel)
+ *        digits_gpt2: each numeric character alone (Rust's char::is_numeric, by its own
+ *                 Unicode version), gpt2's pattern on the text between (SmolLM2: Hugging
+ *                 Face's Digits(individual_digits) then ByteLevel)
  *        whole:   none, the whole text is one piece (SentencePiece)
  *      Alternatives are tried in order at each position; the first that matches wins.
  *   3. merge each piece, starting from its bytes (byte-level BPE) or its UTF-8 characters
@@ -647,18 +648,38 @@ static long nfc_normalize(Tokenizer *t, const uint8_t *s, size_t n) {
     return (long)written;
 }
 
-/* ---- SmolLM2's pre-tokenizer: digits alone, GPT-2's split between them ----------------- */
+/* ---- SmolLM2's pre-tokenizer: numbers alone, GPT-2's split between them ---------------- */
 
-static int is_ascii_digit(uint8_t b) { return b >= '0' && b <= '9'; }
+/* Rust's char::is_numeric, which Hugging Face's Digits asks: any number (Nd, Nl, No: Arabic-
+ * Indic digits, Roman numerals, fractions, superscripts), by the Unicode of the Rust that built
+ * the library, not the regexes' (unicode_tables.h). */
+static int is_rust_numeric(long cp) {
+    if (cp < 128) return cp >= '0' && cp <= '9'; /* also an invalid byte (-1): never a number */
+    size_t lo = 0, hi = sizeof rust_numeric_ranges / sizeof rust_numeric_ranges[0];
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if ((uint32_t)cp < rust_numeric_ranges[mid].first) hi = mid;
+        else if ((uint32_t)cp > rust_numeric_ranges[mid].last) lo = mid + 1;
+        else return 1;
+    }
+    return 0;
+}
 
-/* Hugging Face's Digits(individual_digits) isolates each ASCII digit; GPT-2's pattern then
- * splits each stretch between digits as a text of its own (its \s+(?!\S) sees the stretch's
- * end as the text's end). */
-static size_t digits_gpt2_piece(const uint8_t *s, size_t n) {
-    if (is_ascii_digit(s[0])) return 1;
-    size_t stretch = 1;
-    while (stretch < n && !is_ascii_digit(s[stretch])) stretch++;
-    return gpt2_piece(s, stretch);
+/* Hugging Face's Digits(individual_digits) isolates each numeric character; GPT-2's pattern
+ * then splits each stretch between them as a text of its own (its \s+(?!\S) sees the
+ * stretch's end as the text's end). The length of the stretch at s[0]: one numeric character,
+ * or all up to the next one. */
+static size_t digits_stretch(const uint8_t *s, size_t n) {
+    long cp;
+    size_t len = utf8_decode(s, n, &cp);
+    if (is_rust_numeric(cp)) return len;
+    size_t stretch = len;
+    while (stretch < n) {
+        len = utf8_decode(s + stretch, n - stretch, &cp);
+        if (is_rust_numeric(cp)) break;
+        stretch += len;
+    }
+    return stretch;
 }
 
 /* ---- normalizers -------------------------------------------------------------------- */
@@ -879,14 +900,18 @@ out_of_memory:
 
 /* ---- encoding ----------------------------------------------------------------------- */
 
-/* Length of the next piece of text[0..len) by the vocabulary's pre-tokenizer. */
-static size_t next_piece(const Tokenizer *t, const uint8_t *text, size_t len) {
+/* Length of the next piece of text[at..len) by the vocabulary's pre-tokenizer. *stretch_end:
+ * digits_gpt2's end of the stretch being split, found once per stretch, not once per piece
+ * (which is quadratic in a long text without numbers). */
+static size_t next_piece(const Tokenizer *t, const uint8_t *text, size_t len, size_t at, size_t *stretch_end) {
     switch (t->pretokenizer) {
-    case PRETOK_GPT2: return gpt2_piece(text, len);
-    case PRETOK_CL100K: return cl100k_piece(text, len, 3);
-    case PRETOK_QWEN2: return cl100k_piece(text, len, 1);
-    case PRETOK_DIGITS_GPT2: return digits_gpt2_piece(text, len);
-    default: return len; /* PRETOK_WHOLE */
+    case PRETOK_GPT2: return gpt2_piece(text + at, len - at);
+    case PRETOK_CL100K: return cl100k_piece(text + at, len - at, 3);
+    case PRETOK_QWEN2: return cl100k_piece(text + at, len - at, 1);
+    case PRETOK_DIGITS_GPT2:
+        if (at >= *stretch_end) *stretch_end = at + digits_stretch(text + at, len - at);
+        return gpt2_piece(text + at, *stretch_end - at);
+    default: return len - at; /* PRETOK_WHOLE */
     }
 }
 
@@ -904,6 +929,7 @@ static int encode_text(Tokenizer *t, const uint8_t *text, size_t len, unsigned h
         text = t->normalized;
         len = (size_t)n;
     }
+    size_t stretch_end = 0;
     for (size_t i = 0; i < len;) {
         size_t n;
         if (t->pretokenizer == PRETOK_CHAR) {
@@ -916,7 +942,7 @@ static int encode_text(Tokenizer *t, const uint8_t *text, size_t len, unsigned h
             }
             if (push_id(ids, cap, count, id)) { *err = "out of memory while encoding"; return -1; }
         } else {
-            n = next_piece(t, text + i, len - i);
+            n = next_piece(t, text, len, i, &stretch_end);
             if (n == 0) break; /* the whole-text pre-tokenizer on an empty text */
             if (bpe_piece(t, text + i, n, ids, cap, count, err)) {
                 if (!*err) *err = "out of memory while encoding";

@@ -68,6 +68,13 @@ static void *calloc_or_die(size_t n, const char *what) { return alloc_pages(n, w
 /* n bytes whose contents the caller writes in full before reading them. */
 static void *malloc_or_die(size_t n, const char *what) { return alloc_pages(n, what, 0); }
 
+/* The pages wholly inside [at, at + n) of a read-only file mapping given back (their bytes are
+ * read from the file again should anything touch them). */
+static void release_mapped(const void *at, size_t n) {
+    size_t page = 4096, first = ((size_t)at + page - 1) & ~(page - 1), end = ((size_t)at + n) & ~(page - 1);
+    if (end > first) madvise((void *)first, end - first, MADV_DONTNEED);
+}
+
 static double now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -5,7 +5,8 @@
  *   WT_*          the weight types, as the weight file names them per tensor (model.h)
  *   Matrix        a weight matrix (rows, cols) in its type, pointing into the mapped file
  *   WeightType    a type's layout in the file: its name, values per block, the bytes of n
- *                 values, placing a matrix at its bytes, reading a row back as float32
+ *                 values, placing a matrix at its bytes, reading a row back as float32, where a
+ *                 matrix's bytes are
  *   GELU_*        the two forms of GELU (model.h's header field, kernels/ops.h's gelu())
  *
  * The layouts (model.h says the same from the file's side):
@@ -45,6 +46,12 @@ typedef struct {
     int packing;               /* how they are rearranged (the format's own code) */
 } Matrix;
 
+/* A stretch of a matrix's bytes. */
+typedef struct {
+    const void *at;
+    size_t bytes;
+} ByteRange;
+
 /* A weight type's layout in the file. */
 typedef struct {
     const char *name;  /* as export.py's --dtype spells it */
@@ -56,6 +63,8 @@ typedef struct {
     void (*place)(Matrix *m, const uint8_t *data, uint64_t count, uint64_t first);
     /* row r of m as float32 (embedding lookups) */
     void (*row)(const Matrix *m, int r, float *out);
+    /* where m's bytes are: into out (at most 2 ranges), returning how many */
+    int (*ranges)(const Matrix *m, ByteRange *out);
 } WeightType;
 
 /* Quant k (0..31) of a q4_0 group's 16 bytes. */
@@ -72,6 +81,17 @@ static void f32_place(Matrix *m, const uint8_t *data, uint64_t count, uint64_t f
 static void f32_row(const Matrix *m, int r, float *out) {
     memcpy(out, m->f32 + (size_t)r * m->cols, (size_t)m->cols * sizeof(float));
 }
+static int f32_ranges(const Matrix *m, ByteRange *out) {
+    out[0] = (ByteRange){m->f32, (size_t)m->rows * m->cols * sizeof(float)};
+    return 1;
+}
+
+/* the quants and the scales of a q8_0 or q4_0 matrix, `quant_bytes` of quants per row */
+static int quant_ranges(const Matrix *m, const void *quants, size_t quant_bytes, ByteRange *out) {
+    out[0] = (ByteRange){quants, (size_t)m->rows * quant_bytes};
+    out[1] = (ByteRange){m->scale, (size_t)m->rows * (m->cols / QUANT_GROUP) * sizeof(float)};
+    return 2;
+}
 
 /* ---- q8_0 ---- */
 static uint64_t q8_0_scales_offset(uint64_t n) { return (n + 3) & ~(uint64_t)3; }
@@ -85,6 +105,7 @@ static void q8_0_row(const Matrix *m, int r, float *out) {
     const float *scale = m->scale + (size_t)r * m->cols / QUANT_GROUP;
     for (int i = 0; i < m->cols; i++) out[i] = (float)q[i] * scale[i / QUANT_GROUP];
 }
+static int q8_0_ranges(const Matrix *m, ByteRange *out) { return quant_ranges(m, m->q8, (size_t)m->cols, out); }
 
 /* ---- q4_0 ---- */
 static uint64_t q4_0_scales_offset(uint64_t n) { return (n / 2 + 3) & ~(uint64_t)3; }
@@ -99,12 +120,13 @@ static void q4_0_row(const Matrix *m, int r, float *out) {
     for (int i = 0; i < m->cols; i++)
         out[i] = (float)q4_quant(q + i / QUANT_GROUP * (QUANT_GROUP / 2), i % QUANT_GROUP) * scale[i / QUANT_GROUP];
 }
+static int q4_0_ranges(const Matrix *m, ByteRange *out) { return quant_ranges(m, m->q4, (size_t)m->cols / 2, out); }
 
 /* Every weight type, by its WT_* id. */
 static const WeightType weight_types[WT_COUNT] = {
-    [WT_F32] = {"f32", 1, f32_bytes, f32_place, f32_row},
-    [WT_Q8_0] = {"q8_0", QUANT_GROUP, q8_0_bytes, q8_0_place, q8_0_row},
-    [WT_Q4_0] = {"q4_0", QUANT_GROUP, q4_0_bytes, q4_0_place, q4_0_row},
+    [WT_F32] = {"f32", 1, f32_bytes, f32_place, f32_row, f32_ranges},
+    [WT_Q8_0] = {"q8_0", QUANT_GROUP, q8_0_bytes, q8_0_place, q8_0_row, q8_0_ranges},
+    [WT_Q4_0] = {"q4_0", QUANT_GROUP, q4_0_bytes, q4_0_place, q4_0_row, q4_0_ranges},
 };
 
 /* The type with id `type`, or NULL for an id no type has. */

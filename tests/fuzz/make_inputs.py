@@ -2,10 +2,11 @@
 
 usage: make_inputs.py seeds DIR    write the seed corpora (committed under tests/fuzz/seeds)
        make_inputs.py vocabs DIR   write the vocabularies fuzz_tokenizer loads (gpt2.bin,
-                                   cl100k.bin, char.bin, sentencepiece.bin, tokenizer_json.bin)
+                                   cl100k.bin, char.bin, sentencepiece.bin, tokenizer_json.bin,
+                                   digits.bin)
 Seeds for the loader are tiny valid model files covering every switch of the format: GPT-2's
 block as version 1 files (what files written before version 2 are), the Llama family's as
-version 3; seeds for the tokenizer are short texts in several scripts behind each selector byte.
+version 3 and as version 4 (a weight type per tensor, metadata, a stop set); seeds for the tokenizer are short texts in several scripts behind each selector byte.
 """
 from __future__ import annotations
 
@@ -37,11 +38,11 @@ def seeds(out: Path) -> None:
     for name, switches in variants.items():
         cfg = GPTConfig(n_layer=1, n_head=2, n_embd=8, n_hidden=16, n_ctx=8, vocab_size=n,
                         vocab_padded=n + 3, **switches)
-        write_model(loader / f"{name}.bin", random_model(cfg, seed=1), tok)
+        write_model(loader / f"{name}.bin", random_model(cfg, seed=1), tok, version=3)
     for dtype in ("q8_0", "q4_0"):  # quantized widths: one and two groups of 32
         cfg = GPTConfig(n_layer=1, n_head=2, n_embd=32, n_hidden=64, n_ctx=8, vocab_size=n, vocab_padded=n + 3)
-        write_model(loader / f"{dtype}.bin", random_model(cfg, seed=1), tok, dtype)
-    write_model(loader / "tokenizer_only.bin", None, tok)
+        write_model(loader / f"{dtype}.bin", random_model(cfg, seed=1), tok, dtype, version=3)
+    write_model(loader / "tokenizer_only.bin", None, tok, version=3)
     for name in [*variants, "q8_0", "q4_0", "tokenizer_only"]:
         path = loader / f"{name}.bin"
         path.write_bytes(as_version(path.read_bytes(), 1))
@@ -49,11 +50,16 @@ def seeds(out: Path) -> None:
     for name, dtype, extra in [("llama", "f32", {}), ("llama_q8_0", "q8_0", {}),
                                ("llama3_freqs_mqa", "q4_0", {"n_kv_head": 1, "bias": 0, "rope_freqs": [1.0, 0.1, 0.01, 0.001]})]:
         cfg = GPTConfig(n_layer=1, n_embd=32, n_hidden=64, n_ctx=8, vocab_size=n, vocab_padded=n + 3, **{**llama, **extra})
-        write_model(loader / f"{name}.bin", random_model(cfg, seed=1), tok, dtype)
+        write_model(loader / f"{name}.bin", random_model(cfg, seed=1), tok, dtype, version=3)
+    cfg = GPTConfig(n_layer=2, n_embd=32, n_hidden=64, n_ctx=8, vocab_size=n, vocab_padded=n + 3, **llama)
+    write_model(loader / "llama_v4_mixed.bin", random_model(cfg, seed=1), tok, "q4_0",
+                tensor_types={"h.0.*": "q8_0", "lm_head.weight": "f32"},
+                metadata={"general.name": "seed", "general.source": "random weights"})
     texts = [b"Hello world, it's 2024!\n", "naïve café — 日本語 😀 \u00a0\ufeff".encode(),
-             b"  \r\n\t  x  ", b"\xff\xfe invalid \xc3", b"1234567 'S 'll"]
+             b"  \r\n\t  x  ", b"\xff\xfe invalid \xc3", b"1234567 'S 'll",
+             "x\u00b2 \u00bd \u0663\u0664 \u216b 12 \U00011de0 ".encode() + b"\xc3 \xd9"]
     for i, t in enumerate(texts):
-        for selector in range(5):
+        for selector in range(6):
             (tokenizer / f"text{i}_{selector}").write_bytes(bytes([selector]) + t)
     (tokenizer / "ids").write_bytes(bytes([0x80]) + b"".join(i.to_bytes(4, "little") for i in
                                                              (0, 1, 50256, 50257, 100276, 2**32 - 1)))
@@ -67,6 +73,7 @@ def vocabs(out: Path) -> None:
     write_model(out / "char.bin", None, char_tokenizer())
     write_model(out / "sentencepiece.bin", None, sentencepiece_like())
     write_model(out / "tokenizer_json.bin", None, tokenizer_json_like())
+    write_model(out / "digits.bin", None, tokenizer_json_like("digits_gpt2"))
 
 
 if __name__ == "__main__":
