@@ -50,6 +50,14 @@ static void usage(FILE *f, int max_block) {
         "      --no-echo             leave the prompt out of stdout\n"
         "      --samples N           N continuations decoded together, sample i with seed S+i,\n"
         "                            each after a line '--- sample I of N, seed S ---' (default 1)\n"
+        "chat (an instruct model's own template, docs/cli.md's \"Chat\"):\n"
+        "      --chat                a conversation: on a terminal, turns typed in; else a user turn\n"
+        "                            per line of stdin; each reply streamed, the cache kept\n"
+        "      --system TEXT         with --chat: the system message\n"
+        "      --messages FILE       with --chat: the next reply to a JSON array of {\"role\",\n"
+        "                            \"content\"} messages (- for stdin); with --tokenize, its tokens\n"
+        "      --no-generation-prompt  with --chat --messages --tokenize: the tokens without the\n"
+        "                            assistant's generation prompt\n"
         "tool modes (one at a time, then exit):\n"
         "      --tokenize            show the prompt's tokens (coloured on a terminal)\n"
         "      --ids                 with --tokenize: only the ids, even on a terminal\n"
@@ -122,6 +130,14 @@ static uint8_t *read_file_or_die(const char *path, size_t *len) {
     return buf;
 }
 
+/* --chat's options (chat.h). */
+typedef struct {
+    const char *system;        /* --system TEXT, or NULL */
+    const char *messages_path; /* --messages FILE ("-": stdin), or NULL */
+    int tokenize;              /* --tokenize: print the conversation's tokens */
+    int generation_prompt;     /* 0: --no-generation-prompt */
+} ChatOptions;
+
 /* Everything the command line says. */
 typedef struct {
     const char *model_path;
@@ -137,11 +153,13 @@ typedef struct {
     int block_given;              /* --block: only modes that run the model use it */
     int cache_given;              /* --cache: likewise */
     int special;                  /* --special */
+    int chat;                     /* --chat */
+    ChatOptions chat_options;
 } Options;
 
 enum { OPT_BLOCK = 255, OPT_THREADS = 256, OPT_IGNORE_EOS, OPT_TOKENIZE, OPT_IDS, OPT_PERPLEXITY, OPT_ATTENTION,
        OPT_INFO, OPT_LOGITS, OPT_STOP, OPT_KEEP, OPT_REPEAT_PENALTY, OPT_REPEAT_LAST, OPT_NO_ECHO, OPT_VERSION,
-       OPT_SAMPLES, OPT_SPECIAL, OPT_CACHE };
+       OPT_SAMPLES, OPT_SPECIAL, OPT_CACHE, OPT_CHAT, OPT_SYSTEM, OPT_MESSAGES, OPT_NO_GENERATION_PROMPT };
 
 static void set_mode(Options *o, const char *flag) {
     if (o->mode && strcmp(o->mode, flag) != 0) die("%s and %s are two modes: give one at a time", o->mode, flag);
@@ -162,7 +180,7 @@ static const char *generation_only(int opt) {
 
 /* Generation and the modes that read a prompt (-i, -f or stdin). */
 static int takes_prompt(const Options *o) {
-    return !o->mode || o->tokenize || o->attention_path || o->logits_path;
+    return !o->chat && (!o->mode || o->tokenize || o->attention_path || o->logits_path);
 }
 
 static uint64_t parse_seed(const char *s) {
@@ -225,6 +243,10 @@ static void run_option(Options *o, int opt, const char *arg, char **argv, int ma
     case OPT_ATTENTION: set_mode(o, "--attention"); o->attention_path = arg; break;
     case OPT_INFO: set_mode(o, "--info"); o->info = 1; break;
     case OPT_LOGITS: set_mode(o, "--logits"); o->logits_path = arg; break;
+    case OPT_CHAT: o->chat = 1; break;
+    case OPT_SYSTEM: o->chat_options.system = arg; break;
+    case OPT_MESSAGES: o->chat_options.messages_path = arg; break;
+    case OPT_NO_GENERATION_PROMPT: o->chat_options.generation_prompt = 0; break;
     case 'h': usage(stdout, max_block); exit(0);
     case OPT_VERSION:
         printf("run %s (model file format version %u)\n", RUN_VERSION, MODEL_VERSION);
@@ -237,6 +259,8 @@ static void run_option(Options *o, int opt, const char *arg, char **argv, int ma
 /* Combinations that would leave a flag without effect are refused. */
 static void check_combinations(const Options *o) {
     if (o->prompt && o->prompt_file) die("give the prompt with -i or -f, not both");
+    if (o->chat && (o->prompt || o->prompt_file))
+        die("--chat takes its turns from the terminal or stdin, or a conversation from --messages FILE, not -i/-f");
     if (!takes_prompt(o) && (o->prompt || o->prompt_file))
         die("%s takes no prompt (-i/-f): %s", o->mode,
             o->perplexity_path ? "it scores the file given to it" : "it reads only the model");
@@ -248,10 +272,22 @@ static void check_combinations(const Options *o) {
     if (o->tokenize && o->threads > 0) die("--threads does nothing with --tokenize (it runs no model)");
     if (o->tokenize && o->ctx > 0) die("--ctx does nothing with --tokenize (it runs no model)");
     if (o->tokenize && o->cache_given) die("--cache does nothing with --tokenize (it runs no model)");
+    const ChatOptions *c = &o->chat_options;
+    if (!o->chat && (c->system || c->messages_path || !c->generation_prompt))
+        die("%s goes with --chat", c->system ? "--system" : c->messages_path ? "--messages" : "--no-generation-prompt");
+    if (!o->chat) return;
+    if (o->mode && !o->tokenize) die("--chat and %s are two modes: give one at a time", o->mode);
+    if (o->tokenize && !c->messages_path) die("--chat --tokenize shows the tokens of a --messages FILE: give one");
+    if (c->system && c->messages_path) die("--system and --messages: the messages file holds the system message");
+    if (!c->generation_prompt && !o->tokenize) die("--no-generation-prompt only changes what --chat --tokenize shows");
+    if (o->gen.samples > 1) die("--samples does not go with --chat: a conversation has one reply a turn");
+    if (o->gen.keep >= 0) die("--keep does nothing with --chat (a full context drops the oldest turns)");
+    if (!o->gen.echo) die("--no-echo does nothing with --chat (it echoes nothing)");
+    if (o->special) die("--special does nothing with --chat (the template's special tokens are always tokens)");
 }
 
 static Options parse_options(int argc, char **argv, int max_block) {
-    Options o = {.block = max_block, .cache = CACHE_F16,
+    Options o = {.block = max_block, .cache = CACHE_F16, .chat_options = {.generation_prompt = 1},
                  .gen = {.max_new = 256, .samples = 1, .temperature = 1.0, .top_p = 0.9, .keep = -1, .echo = 1,
                          .repeat_penalty = 1.0, .repeat_last = 64}};
     static const struct option options[] = {
@@ -280,6 +316,10 @@ static Options parse_options(int argc, char **argv, int max_block) {
         {"attention", required_argument, 0, OPT_ATTENTION},
         {"info", no_argument, 0, OPT_INFO},
         {"logits", required_argument, 0, OPT_LOGITS},
+        {"chat", no_argument, 0, OPT_CHAT},
+        {"system", required_argument, 0, OPT_SYSTEM},
+        {"messages", required_argument, 0, OPT_MESSAGES},
+        {"no-generation-prompt", no_argument, 0, OPT_NO_GENERATION_PROMPT},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, OPT_VERSION},
         {0, 0, 0, 0},

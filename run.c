@@ -6,6 +6,7 @@
  * line for line, so the two can be compared number for number (tests/). Beside it, each in its
  * own file, every arrow pointing down:
  *   generate.h      sequences stepped through the model, and generation on them
+ *   chat.h          --chat: conversations rendered by the model's own template (json.h: messages)
  *   load.h          the weight file (format in model.h): mapped, checked, pointed into
  *   kv_cache.h      the key/value cache: its layout, and attention over it
  *   cli.h           the command line
@@ -30,6 +31,7 @@
 #include <unistd.h>
 
 #include "attention_page.h"
+#include "chat.h"
 #include "cli.h"
 #include "generate.h"
 #include "info.h"
@@ -517,6 +519,13 @@ int main(int argc, char **argv) {
         FileInfo info = {&transformer.file, c, transformer.file_n_ctx, &transformer.weights, &transformer.tokenizer,
                          transformer.state.cache_type, transformer.load_seconds};
         print_info(&info, o.model_path);
+    }
+    else if (o.chat) {
+        o.chat_options.tokenize = o.tokenize;
+        if (!o.tokenize && c->n_layer == 0)
+            die("'%s' holds only a tokenizer: it can --tokenize but not chat", o.model_path);
+        Decoder d = decoder_of(&transformer);
+        chat(&d, &transformer.file, &o.chat_options, &o.gen, o.model_path, transformer.load_seconds);
     }
     else if (o.tokenize) print_tokens(&transformer, text, text_len, o.gen.encode, o.ids_only);
     else if (c->n_layer == 0)

@@ -694,7 +694,7 @@ static size_t digits_stretch(const uint8_t *s, size_t n) {
  * first; every space becomes U+2581. Then, for merging, every U+2581 becomes a space again:
  * the vocabulary's bytes spell SentencePiece's pieces with spaces (model.h), and U+2581 in the
  * text is a space to SentencePiece too. Returns the length written to t->normalized, or -1. */
-static long sentencepiece_normalize(Tokenizer *t, const uint8_t *s, size_t n) {
+static long sentencepiece_normalize(Tokenizer *t, const uint8_t *s, size_t n, unsigned how) {
     int remove_extra = (t->flags & TOK_REMOVE_EXTRA_SPACES) != 0;
     /* each consumed byte gives at most max_rule_value bytes, each of which 3 (a space as U+2581);
      * a character passes whole, a byte that starts none gives 3 (U+FFFD) */
@@ -703,6 +703,8 @@ static long sentencepiece_normalize(Tokenizer *t, const uint8_t *s, size_t n) {
     uint8_t *out = t->normalized;
     size_t at = 0, written = 0;
     int leading = remove_extra, prev_space = remove_extra, dummy = (t->flags & TOK_DUMMY_PREFIX) != 0;
+    if (how & ENCODE_SPACE_FIRST) dummy = 1;
+    if (how & ENCODE_NO_SPACE_FIRST) dummy = 0;
     while (at < n) {
         /* the prefix at `at`: a rule's value, or one character */
         const uint8_t *value = NULL;
@@ -914,10 +916,10 @@ static size_t next_piece(const Tokenizer *t, const uint8_t *text, size_t len, si
 }
 
 /* Encode a text with no special tokens in it: normalize, pre-tokenize, merge. */
-static int encode_text(Tokenizer *t, const uint8_t *text, size_t len, uint32_t **ids, size_t *cap, size_t *count,
-                       const char **err) {
+static int encode_text(Tokenizer *t, const uint8_t *text, size_t len, unsigned how, uint32_t **ids, size_t *cap,
+                       size_t *count, const char **err) {
     if (t->flags & TOK_SENTENCEPIECE) {
-        long n = sentencepiece_normalize(t, text, len);
+        long n = sentencepiece_normalize(t, text, len, how);
         if (n < 0) { *err = "out of memory while encoding"; return -1; }
         text = t->normalized;
         len = (size_t)n;
@@ -974,14 +976,14 @@ long tokenizer_encode(Tokenizer *t, const uint8_t *text, size_t len, unsigned ho
     for (size_t i = 0; (how & ENCODE_SPECIAL) && i < len; i++) {
         uint32_t special = special_at(t, text + i, len - i);
         if (special == RANK_NONE) continue;
-        if (i > start && encode_text(t, text + start, i - start, ids, cap, &count, err)) return -1;
+        if (i > start && encode_text(t, text + start, i - start, how, ids, cap, &count, err)) return -1;
         if (push_id(ids, cap, &count, special)) { *err = "out of memory while encoding"; return -1; }
         size_t n = 0;
         tokenizer_token(t, special, &n);
         start = i + n;
         i = start - 1;
     }
-    if (start < len && encode_text(t, text + start, len - start, ids, cap, &count, err)) return -1;
+    if (start < len && encode_text(t, text + start, len - start, how, ids, cap, &count, err)) return -1;
     return (long)count;
 }
 

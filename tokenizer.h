@@ -67,6 +67,9 @@ enum {
     ENCODE_BOS = 1,     /* bos_id first, when the vocabulary has one */
     ENCODE_SPECIAL = 2, /* the text of an added or control token (<|im_start|>, <s>) is that token;
                            without it, such text is plain text (so a file cannot inject tokens) */
+    ENCODE_SPACE_FIRST = 4,    /* SentencePiece: a space before the text (its dummy prefix) whatever
+                                  the model says; chat's texts between special tokens (chat.h) */
+    ENCODE_NO_SPACE_FIRST = 8, /* SentencePiece: no space before the text */
 };
 
 /* Encode text (any bytes) into *ids from index 0 (capacity *cap, grown with realloc), as `how`

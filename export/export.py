@@ -59,6 +59,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gguf_file import MAGIC as GGUF_MAGIC  # noqa: E402
 from gguf_import import export_gguf, load_gguf  # noqa: E402
 from model import BIAS_ATTN_OUT, BIAS_FFN, BIAS_QKV, GPT, GPTConfig  # noqa: E402
+from chat_template import folder_chat_metadata  # noqa: E402
 from output_files import write_bytes  # noqa: E402
 from safe_pickle import UnsafeFile, load_torch  # noqa: E402
 from tokenizer_files import bpe_vocab, char_vocab, folder_stop_ids, gpt2_vocab, read_tokenizer_source  # noqa: E402
@@ -633,6 +634,9 @@ def main() -> None:
         else:
             model, tok = load_source(args.source, args.gpt2_vocab, args.tokenizer)
             c = model.config
+            folder = args.tokenizer if args.tokenizer is not None and args.tokenizer.is_dir() else Path(args.source)
+            if folder.is_dir():  # a Hugging Face folder: its chat template, rendered as a table (chat_template.py)
+                metadata.update(folder_chat_metadata(folder, tok))
             size = write_model(Path(args.out), model, tok, args.dtype or "f32", tensor_types=tensor_types,
                                metadata=metadata)
     except ExportError as e:

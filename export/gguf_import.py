@@ -29,8 +29,9 @@ a quantized one only a type that holds its numbers exactly (q4_0 -> q8_0 -> f32)
 The tokenizer comes from tokenizer.ggml.*: "llama" (SentencePiece: pieces, scores, token types,
 byte pieces) and "gpt2" (byte-level BPE: tokens and merges, tokenizer.ggml.pre naming the
 pre-tokenizer), each encoding as llama.cpp encodes it (docs/export.md, "GGUF", says what GGUF
-does not record and what is assumed instead). tokenizer.chat_template is kept in the file's
-metadata as chat.template.
+does not record and what is assumed instead). tokenizer.chat_template becomes the chat metadata
+as a Hugging Face folder's template does (chat_template.py), its special tokens being the ones
+the file's bos, eos, unknown and padding ids name.
 """
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from chat_template import tokenizer_chat_metadata  # noqa: E402
 from gguf_file import (ARRAY, BOOL, FLOAT32, FLOAT64, INTEGER_TYPES, STRING, VALUE_TYPES, GGUFError,  # noqa: E402
                        GGUFFile, TensorInfo, float_values, q4_0_blocks, q8_0_blocks, read_gguf, shown)
 from model import BIAS_ALL, BIAS_ATTN_OUT, BIAS_FFN, BIAS_QKV, GPT, GPTConfig  # noqa: E402
@@ -598,6 +600,7 @@ class Imported:
     tokenizer: TokenizerData
     tensors: dict[str, Matrix | np.ndarray]  # entry name -> float32 values or q8_0 / q4_0 numbers
     metadata: dict[str, str]
+    specials: dict[str, str]  # the special tokens a chat template sees: bos_token, eos_token, ...
 
 
 def read_gguf_model(path: str | Path) -> Imported:
@@ -619,7 +622,13 @@ def read_gguf_model(path: str | Path) -> Imported:
         metadata["general.name"] = meta.string("general.name")
     if "tokenizer.chat_template" in meta:
         metadata["chat.template"] = meta.string("tokenizer.chat_template")
-    return Imported(arch, c, tok, tensors, metadata)
+    specials = {}  # as tokenizer_config.json would name them; only the ids the file names
+    for name, key in (("bos_token", "bos_token_id"), ("eos_token", "eos_token_id"), ("unk_token", "unknown_token_id"),
+                      ("pad_token", "padding_token_id")):
+        i = token_id(meta, "tokenizer.ggml." + key, len(tok.tokens))
+        if i >= 0 and tok.tokens[i]:
+            specials[name] = tok.tokens[i].decode(errors="replace")
+    return Imported(arch, c, tok, tensors, metadata, specials)
 
 
 def choose_type(name: str, tensor: Matrix | np.ndarray, dtype: str | None, tensor_types: dict[str, str]) -> str:
@@ -658,7 +667,10 @@ def export_gguf(path: str | Path, out: Path, dtype: str | None = None, tensor_ty
     for name in entry_names(m.config):
         wtype = choose_type(name, m.tensors[name], dtype, tensor_types or {})
         table.append((name, wtype, entry_bytes(m.tensors[name], wtype)))
-    size = write_file(out, m.config, m.tokenizer, table, {**(metadata or {}), **m.metadata})
+    keys = {**(metadata or {}), **m.metadata}
+    if "chat.template" in keys:  # rendered as transformers would, with the file's special tokens
+        keys.update(tokenizer_chat_metadata(keys["chat.template"], m.specials, m.tokenizer))
+    size = write_file(out, m.config, m.tokenizer, table, keys)
     return m, size
 
 

@@ -495,6 +495,122 @@ def read_json_object(path: Path) -> dict:
     return value
 
 
+# ---- a SentencePiece model's added tokens, and how Hugging Face splits text on them ---------------
+
+def hf_added_tokens(folder: Path | None) -> list[dict] | None:
+    """The added tokens of a folder's Hugging Face tokenizer: tokenizer.json's added_tokens (id,
+    content, lstrip, rstrip, single_word, normalized, special), else added_tokens.json's
+    {content: id} with the flags of tokenizer_config.json's added_tokens_decoder; None when the
+    folder has neither (or there is no folder: a GGUF's tokenizer)."""
+    if folder is None:
+        return None
+    if (folder / "tokenizer.json").exists():
+        try:
+            spec = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+            added = spec.get("added_tokens") or []
+            return [dict(a, id=int(a["id"]), content=str(a["content"])) for a in added]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            raise ExportError(f"{folder / 'tokenizer.json'}: unreadable added_tokens ({e})") from e
+    if (folder / "added_tokens.json").exists():
+        names = read_json_object(folder / "added_tokens.json")
+        decoder = read_json_object(folder / "tokenizer_config.json").get("added_tokens_decoder") or {}
+        out = []
+        for content, i in names.items():
+            if not isinstance(i, int) or isinstance(i, bool):
+                raise ExportError(f"{folder / 'added_tokens.json'}: the id of {content!r} is not a number")
+            flags = decoder.get(str(i)) if isinstance(decoder.get(str(i)), dict) else {}
+            out.append({"id": i, "content": content, "lstrip": bool(flags.get("lstrip")),
+                        "rstrip": bool(flags.get("rstrip")), "single_word": bool(flags.get("single_word")),
+                        "normalized": bool(flags.get("normalized", False)), "special": bool(flags.get("special", True))})
+        return out
+    return None
+
+
+def with_added_tokens(tok: TokenizerData, folder: Path) -> TokenizerData:
+    """A SentencePiece vocabulary with the added tokens of its folder's Hugging Face tokenizer
+    after its pieces (Phi-3's <|user|>, <|end|>, ... from 32000): TOKEN_SPECIAL tokens whose text
+    --special and chat recognise. An added token at a piece's id must spell that piece."""
+    added = hf_added_tokens(folder) or []
+    n = len(tok.tokens)
+    extra = sorted((a for a in added if a["id"] >= n), key=lambda a: a["id"])
+    for a in added:
+        if a["id"] < n and tok.tokens[a["id"]] != a["content"].encode() and tok.kinds[a["id"]] != TOKEN_UNKNOWN:
+            raise ExportError(f"{folder}: added token {a['content']!r} has id {a['id']}, the piece "
+                              f"{tok.tokens[a['id']].decode(errors='replace')!r}")
+    if [a["id"] for a in extra] != list(range(n, n + len(extra))):
+        raise ExportError(f"{folder}: the added tokens after the {n} pieces leave gaps in the ids")
+    for a in extra:
+        tok.tokens.append(a["content"].encode())
+        tok.ranks.append(RANK_NONE)
+        tok.kinds.append(TOKEN_SPECIAL)
+    return tok
+
+
+def chat_tokenization(folder: Path | None, tok: TokenizerData) -> dict[str, str]:
+    """How Hugging Face's tokenizer of the folder splits a rendered conversation, as metadata:
+    chat.tokens, the added tokens whose text is that token wherever it appears ("ID", "ID:r" when
+    the whitespace after it is swallowed (rstrip), "ID:l" before it (lstrip), "ID:FLAGS:HEX" when
+    its text is not the token's bytes); and for SentencePiece,
+    chat.spaces, which of the texts between them get SentencePiece's leading space: "every" (a
+    Prepend normalizer: transformers' legacy Llama tokenizer), "first" (Metaspace's prepend_scheme
+    first: only a text at the start that does not begin with a space), "always", "never".
+    Without a folder (a GGUF's tokenizer), the special, control and unknown tokens are the added
+    tokens, and SentencePiece's texts each get the leading space (transformers' legacy default).
+    Raises ExportError for what run cannot split the same way."""
+    added = hf_added_tokens(folder)
+    where = folder / "tokenizer.json" if folder is not None else "the tokenizer"
+    if added is None:  # transformers converts tokenizer.model: the unknown and control pieces are added tokens
+        added = [{"id": i, "content": t.decode(errors="replace")} for i, t in enumerate(tok.tokens)
+                 if tok.kinds[i] in (TOKEN_CONTROL, TOKEN_UNKNOWN, TOKEN_SPECIAL) and t]
+    entries = []
+    for a in sorted(added, key=lambda a: a["id"]):
+        if not a["content"]:
+            continue
+        if a.get("single_word"):
+            raise ExportError(f"{where}: added token {a['content']!r} has single_word: not implemented")
+        if a.get("normalized") and any(c.isspace() or c == "\u2581" for c in a["content"]):
+            raise ExportError(f"{where}: added token {a['content']!r} is normalized and holds a space: not implemented")
+        if not 0 <= a["id"] < len(tok.tokens):
+            raise ExportError(f"{where}: added token {a['content']!r} has id {a['id']}, outside the vocabulary")
+        flags = ("l" if a.get("lstrip") else "") + ("r" if a.get("rstrip") else "")
+        text = a["content"].encode()
+        # the text, in hex, when the token's bytes spell something else (SentencePiece's <unk> prints " ⁇ ")
+        spelled = "" if tok.tokens[a["id"]] == text else ":" + text.hex()
+        entries.append(f"{a['id']}:{flags}{spelled}" if flags or spelled else str(a["id"]))
+    out = {"chat.tokens": " ".join(entries)}
+    if tok.flags & TOK_SENTENCEPIECE:
+        if tok.rules or tok.flags & TOK_REMOVE_EXTRA_SPACES:
+            raise ExportError(f"{folder}: the SentencePiece model normalizes its text (rules or extra spaces "
+                              "removed), which Hugging Face's Llama tokenizer does not: chat would differ")
+        out["chat.spaces"] = sentencepiece_spaces(folder)
+    return out
+
+
+def sentencepiece_spaces(folder: Path | None) -> str:
+    """chat.spaces (chat_tokenization) from tokenizer.json's normalizer and pre-tokenizer, or from
+    tokenizer_config.json's legacy flag (true unless said: transformers' default) when there is no
+    tokenizer.json."""
+    if folder is None:
+        return "every"
+    if not (folder / "tokenizer.json").exists():
+        legacy = read_json_object(folder / "tokenizer_config.json").get("legacy", True)
+        return "every" if legacy in (True, None) else "first"
+    spec = read_json_object(folder / "tokenizer.json")
+    norm, pre = spec.get("normalizer"), spec.get("pre_tokenizer")
+    steps = norm.get("normalizers") if isinstance(norm, dict) and norm.get("type") == "Sequence" else [norm] if norm else []
+    kinds = [s.get("type") if isinstance(s, dict) else None for s in steps]
+    replace = {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}
+    if pre is None and kinds == ["Prepend", "Replace"] and steps[0].get("prepend") == "\u2581" and steps[1] == replace:
+        return "every"
+    if pre is None and steps == [replace]:
+        return "never"
+    if not steps and isinstance(pre, dict) and pre.get("type") == "Metaspace" and pre.get("replacement") == "\u2581" \
+            and not pre.get("split", True) and pre.get("prepend_scheme", "always") in ("first", "always", "never"):
+        return pre.get("prepend_scheme", "always")
+    raise ExportError(f"{folder / 'tokenizer.json'}: normalizer {describe(norm)} with pre_tokenizer {describe(pre)} "
+                      "is not implemented for chat (Llama's Prepend + Replace, or Metaspace without split)")
+
+
 # ---- finding one -------------------------------------------------------------------------------
 
 def with_stop_ids(tok: TokenizerData, folder: Path, is_folder: bool) -> TokenizerData:
@@ -524,7 +640,8 @@ def read_tokenizer_source(path: Path) -> TokenizerData:
         if not (folder / name).exists():
             continue
         if name.endswith(".model"):
-            return with_stop_ids(sentencepiece_vocab(folder / name), folder, path.is_dir())
+            tok = sentencepiece_vocab(folder / name)
+            return with_stop_ids(with_added_tokens(tok, folder) if path.is_dir() else tok, folder, path.is_dir())
         if name.endswith(".json") and name not in ("vocab.json", "encoder.json"):
             return with_stop_ids(tokenizer_json_vocab(folder / name, folder_eos(folder)), folder, path.is_dir())
         merges = {"vocab.json": "merges.txt", "encoder.json": "vocab.bpe"}.get(name)

@@ -415,14 +415,14 @@ def entry_types(entries: list[tuple[str, str, np.ndarray]], dtype: str, tensor_t
     return types
 
 
-def metadata_section(metadata: dict[str, str]) -> bytes:
-    """n_entries, then each key and value with their lengths (model.h)."""
+def metadata_section(metadata: dict[str, str | bytes]) -> bytes:
+    """n_entries, then each key and value with their lengths (model.h); a str value as UTF-8."""
     import re
     out = struct.pack("<I", len(metadata))
     for key, value in metadata.items():
         if not re.fullmatch(rf"[a-z0-9._-]{{1,{METADATA_KEY_MAX}}}", key):
             raise ExportError(f"metadata key {key!r} must be 1 to {METADATA_KEY_MAX} of [a-z0-9._-]")
-        k, v = key.encode(), value.encode()
+        k, v = key.encode(), value if isinstance(value, bytes) else value.encode()
         out += struct.pack("<I", len(k)) + k + struct.pack("<I", len(v)) + v
     return out
 

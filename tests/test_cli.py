@@ -369,7 +369,8 @@ def test_help_lists_every_flag_and_ends_with_three_examples() -> None:
     for flag in ("--prompt", "--prompt-file", "--max-new-tokens", "--temperature", "--top-k", "--top-p",
                  "--seed", "--repeat-penalty", "--repeat-last", "--stop", "--keep", "--ignore-eos", "--no-echo",
                  "--tokenize", "--ids", "--perplexity", "--attention", "--logits", "--info", "--threads",
-                 "--block", "--ctx", "--help", "--version"):
+                 "--block", "--ctx", "--help", "--version", "--chat", "--system", "--messages",
+                 "--no-generation-prompt"):
         assert flag in text, flag
     lines = text.rstrip("\n").splitlines()
     assert lines[-4] == "examples:" and all(line.startswith("  run models/kjv.bin") or "| run models/kjv.bin" in line

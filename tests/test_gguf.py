@@ -56,6 +56,7 @@ under the sum.
 from __future__ import annotations
 
 import json
+import random
 import shutil
 import subprocess
 import tempfile
@@ -76,6 +77,7 @@ from gguf_writer import (BOOL, STRING, UINT32, add_bpe_vocab, add_sentencepiece_
                          gguf_of_model, sentencepiece_pieces)
 from llama_sources import write_hf_folder
 from model import BIAS_QKV, quantize_q8_0
+from test_chat import CONTENTS, reference_render, run_ids
 from test_llama import LLAMA, LLAMA3_SCALING, gpt2_files
 from test_paths import check_trace
 from test_tokenizer_kinds import c_encode, sp_model
@@ -89,7 +91,8 @@ SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|begin_of_text|>", 
 # added tokens that are not special (user-defined): two llama.cpp treats as control tokens by their
 # text, and ends a generation at, and one it matches in any text
 USER_DEFINED = ["<|fim_pad|>", "<|file_sep|>", "<tool_call>"]
-CHAT_TEMPLATE = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+                 "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 
 
 def llama_ref(*args, stdin: bytes | None = None) -> bytes:
@@ -340,10 +343,20 @@ def test_bos_and_stop_set_are_llama_cpps(name: str) -> None:
     assert sorted(tok.stop_ids) == eog, (tok.stop_ids, eog)
 
 
-def test_chat_template_kept() -> None:
-    _, out = made("qwen2", "f32")
+def test_chat_template_becomes_the_chat_table() -> None:
+    """tokenizer.chat_template: a conversation is fed as llama.cpp tokenizes (specials parsed)
+    what transformers' rendering of the template gives."""
+    gguf, out = made("qwen2", "f32")
     r = subprocess.run([str(RUN), str(out), "--info"], capture_output=True, timeout=60)
     assert r.returncode == 0 and "chat.template: " + CHAT_TEMPLATE.split("\n")[0] in r.stdout.decode()
+    rng = random.Random(7)
+    conversations = [[{"role": rng.choice(["system", "user", "assistant", "user"]),
+                       "content": "".join(rng.sample(CONTENTS, rng.randint(1, 3)))} for _ in range(rng.randint(1, 5))]
+                     for _ in range(40)]
+    texts = [reference_render(CHAT_TEMPLATE, m, True, {"eos_token": "<|im_end|>"}).encode() for m in conversations]
+    theirs = llama_tokenize(gguf, texts, special=True)
+    for messages, ids in zip(conversations, theirs):
+        assert run_ids(out, messages) == ids, messages
 
 
 # ---- weights ------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@ against the npm package tiktoken. Run it on an idle machine.
 
 usage: bench.py [--runs N] [--shapes cached,124M,medium,large,llama] [--skip-models] [--skip-quality]
                 [--skip-load] [--skip-cold] [--skip-kernels] [--skip-samples] [--skip-paths]
-                [--skip-tokenizer] [--skip-caches]
+                [--skip-tokenizer] [--skip-caches] [--skip-chat]
                 [--cache f16|f32|q8_0]
 
 --cache: the key/value cache of every timed run (run --cache; default f16, run's default), so
@@ -68,6 +68,11 @@ SentencePiece's defaults and byte fallback (Debian's python3-sentencepiece, 4096
 as tests/test_tokenizer_kinds.py trains them; on the whole text as one input, as run reads a file,
 and line by line), and tokenizer.json files as that test builds them (Hugging Face's Rust
 library through npm tokenizers, one thread, best of 1: about 1 MB/s on the whole text).
+
+Chat: a 10-turn conversation typed on a terminal (a pty) with a Llama-shaped q8_0 model and the
+ChatML template: milliseconds from a typed line to the first byte of its reply, turn 1 and turn
+10, and turn 10's conversation as a fresh --messages run that computes its whole history: the
+kept cache makes turn 10 cost its new tokens, about what turn 1 costs.
 """
 from __future__ import annotations
 
@@ -675,6 +680,99 @@ def tokenizer_table(runs: int) -> None:
         print(f"| {name} | {ours:.1f} | {theirs.get(name, 'missing')} |")
 
 
+def chat_model() -> Path:
+    """A Qwen2.5-style instruct model for the chat row: the Llama shape (12 layers, width 768, 4
+    key/value heads) with random weights, the ChatML template and tokenizer of the chat tests'
+    fixture (tests/chat_fixtures.py), exported as q8_0."""
+    out = OUT / "chat_llama_q8_0.bin"
+    if out.exists():
+        return out
+    import torch
+    from chat_fixtures import exported
+    from llama_sources import write_hf_folder
+    from model import GPT, GPTConfig
+    torch.set_num_threads(2)
+    fixture = exported("qwen2.5").parent
+    files = {f.name: f.read_bytes() for f in fixture.iterdir() if f.name.startswith(("tokenizer", "generation"))}
+    vocab = json.loads((fixture / "config.json").read_text())["vocab_size"]
+    cfg = GPTConfig(n_layer=12, n_head=12, n_kv_head=4, n_embd=768, n_hidden=2048, n_ctx=2048, vocab_size=vocab,
+                    vocab_padded=vocab, tied_head=False, norm="rms", ffn="swiglu", pos="rotary", bias=0)
+    folder = OUT / "chat_llama"
+    eos = json.loads(files["generation_config.json"])["eos_token_id"]
+    write_hf_folder(folder, GPT(cfg).init_random(124, std=0.02), "llama", "F32", 1, files, eos_token_id=eos[0])
+    export(folder, out, "q8_0")
+    return out
+
+
+def chat_turns(model: Path, lines: list[str], threads: int) -> list[float]:
+    """Seconds from each typed line to the first byte of its reply, for a conversation typed on a
+    terminal (a pty as stdin: run prompts on stderr when it waits for the next line)."""
+    import pty
+    import select
+    leader, follower = pty.openpty()
+    p = subprocess.Popen([str(RUN), str(model), "--chat", "-t", "0", "-n", "32", "--ignore-eos", "--threads",
+                          str(threads), "--cache", CACHE], stdin=follower, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    os.close(follower)
+
+    def wait_prompt() -> None:
+        seen = b""
+        while not seen.endswith(b"> "):
+            select.select([p.stderr], [], [], 60)
+            seen += os.read(p.stderr.fileno(), 4096)
+
+    firsts = []
+    wait_prompt()
+    for line in lines:
+        start = time.perf_counter()
+        os.write(leader, line.encode() + b"\n")
+        select.select([p.stdout], [], [], 60)
+        os.read(p.stdout.fileno(), 1)
+        firsts.append(time.perf_counter() - start)
+        wait_prompt()  # the reply is all written (flushed) before the next prompt
+        while select.select([p.stdout], [], [], 0)[0] and os.read(p.stdout.fileno(), 65536):
+            pass
+    os.write(leader, b"/exit\n")
+    p.communicate(timeout=60)
+    os.close(leader)
+    return firsts
+
+
+def chat_table(runs: int) -> None:
+    """Chat: time to the first token of turn 10 against turn 1 of a 10-turn conversation typed
+    on a terminal (each user turn about 60 tokens, each reply 32), and of the same turn 10 as a
+    fresh --messages run that computes the whole history: a turn costs its new tokens."""
+    model = chat_model()
+    words = "And God said, Let there be light: and there was light. And God saw the light, that it was good"
+    lines = [f"Turn {k}. {words} {words}" for k in range(1, 11)]
+    print("\nchat: time to the first reply token (ms), median of", runs, "runs; Llama shape q8_0, ChatML template")
+    print("| threads | turn 1 | turn 10 | turn 10 as a fresh run (whole history) | turn 10 / turn 1 |")
+    print("|---|---|---|---|---|")
+    for threads in (1, 2):
+        t1, t10, fresh = [], [], []
+        for _ in range(runs):
+            firsts = chat_turns(model, lines, threads)
+            t1.append(firsts[0])
+            t10.append(firsts[-1])
+            history = OUT / "chat_history.json"
+            messages = []
+            for line in lines[:9]:  # the same history: each reply as a run of its own gives it
+                messages.append({"role": "user", "content": line})
+                one = sh(RUN, model, "--chat", "--messages", "-", "-t", "0", "-n", "32", "--ignore-eos",
+                         "--threads", threads, input=json.dumps(messages).encode())
+                messages.append({"role": "assistant", "content": one.stdout.decode(errors="replace")[:-1]})
+            messages.append({"role": "user", "content": lines[9]})
+            history.write_text(json.dumps(messages))
+            start = time.perf_counter()
+            p = subprocess.Popen([str(RUN), str(model), "--chat", "--messages", str(history), "-t", "0", "-n", "32",
+                                  "--ignore-eos", "--threads", str(threads), "--cache", CACHE], stdout=subprocess.PIPE,
+                                 stderr=subprocess.DEVNULL)
+            p.stdout.read(1)
+            fresh.append(time.perf_counter() - start)
+            p.communicate()
+        m1, m10, mf = (statistics.median(x) * 1000 for x in (t1, t10, fresh))
+        print(f"| {threads} | {m1:.1f} | {m10:.1f} | {mf:.1f} | {m10 / m1:.2f} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=5)
@@ -690,6 +788,7 @@ def main() -> None:
     ap.add_argument("--skip-samples", action="store_true")
     ap.add_argument("--skip-kernels", action="store_true")
     ap.add_argument("--skip-caches", action="store_true")
+    ap.add_argument("--skip-chat", action="store_true")
     ap.add_argument("--cache", choices=("f16", "f32", "q8_0"), default="f16")
     args = ap.parse_args()
     global CACHE
@@ -716,6 +815,8 @@ def main() -> None:
         paths_table(args.runs)
     if not args.skip_tokenizer:
         tokenizer_table(args.runs)
+    if not args.skip_chat:
+        chat_table(args.runs)
 
 
 if __name__ == "__main__":

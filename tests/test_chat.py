@@ -1,0 +1,407 @@
+"""Chat (run --chat): conversations rendered by each model's own template and tokenized as
+transformers' apply_chat_template does, checked against an independent reference: the template
+rendered by Debian's python3-jinja2 with transformers' settings (written out here, not the
+exporter's code), tokenized by Hugging Face's Rust tokenizers (npm tokenizers) with
+add_special_tokens false. The fixtures (tests/chat_fixtures.py) carry the seven covered
+templates, byte for byte."""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import random
+import subprocess
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from chat_fixtures import FAMILIES, FIXTURES, exported, ids_of
+from common import REPO, RUN, TMP
+
+CONVERSATIONS = 210
+
+
+# ---- the reference ------------------------------------------------------------------------
+
+def reference_render(template: str, messages: list[dict], add_generation_prompt: bool, specials: dict) -> str:
+    """transformers' rendering: the sandboxed environment with trim_blocks, lstrip_blocks and
+    loopcontrols, raise_exception, strftime_now on the clock, json.dumps as tojson."""
+    import jinja2
+    import jinja2.ext
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def raise_exception(message):
+        raise jinja2.exceptions.TemplateError(message)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+    env.filters["tojson"] = lambda x, ensure_ascii=False, indent=None, separators=None, sort_keys=False: json.dumps(
+        x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+    env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
+    return env.from_string(template).render(messages=messages, tools=None, documents=None,
+                                            add_generation_prompt=add_generation_prompt, **specials)
+
+
+def rust_ids(tokenizer_json: Path, texts: list[str]) -> list[list[int]]:
+    """Hugging Face's Rust tokenizers (npm tokenizers) on each text, add_special_tokens false."""
+    assert (REPO / "node_modules" / "tokenizers").exists(), "npm tokenizers is missing: make deps"
+    request = {"tokenizer": str(tokenizer_json), "texts": [base64.b64encode(t.encode()).decode() for t in texts],
+               "add_special_tokens": False}
+    r = subprocess.run(["node", str(REPO / "tests" / "hf_tokenizers_ids.js")], input=json.dumps(request).encode(),
+                       capture_output=True, timeout=600, cwd=REPO)
+    assert r.returncode == 0, r.stderr.decode()
+    return json.loads(r.stdout)
+
+
+def specials_of(family: str) -> dict:
+    return {k: v for k, v in FAMILIES[family]["config"].items() if k.endswith("_token")}
+
+
+CONTENTS = ["", " ", "\n", "\t", "  \n ", "Hello!", " leading space", "trailing space ", "  both  ", "two\nlines",
+            "\n\nblank lines first", "ends with newlines\n\n", "tab\tinside", "你好，世界。今天天气很好。", "日本語の文章です",
+            "🙂👍🏽🚀 emoji", "\u3000ideographic space\u3000", "\u00a0no-break\u00a0", "1234567 digits", "What is 2+2?",
+            "It is 4. Anything else?", "And God said, Let there be light: and there was light.", "x" * 30,
+            "<|im_end|> inside", "a <s> and </s> in text", "[INST] brackets [/INST]", "<|user|> spelled",
+            "<|eot_id|>!", "   \t  "]
+
+
+def random_conversation(rng: random.Random, family: str) -> list[dict]:
+    """Roles as the family's template takes them: Llama 2 and Mistral alternate user/assistant
+    after an optional system message; the others take system messages anywhere too."""
+    alternate = family in ("llama2", "mistral")
+    messages = []
+    if rng.random() < 0.5:
+        messages.append({"role": "system", "content": rng.choice(CONTENTS)})
+    for i in range(rng.randint(1, 6)):
+        role = ("user" if i % 2 == 0 else "assistant") if alternate else rng.choice(["user", "assistant", "user", "system"])
+        content = "".join(rng.sample(CONTENTS, rng.randint(1, 3)))
+        messages.append({"role": role, "content": content})
+    return messages
+
+
+def run_ids(model: Path, messages: list[dict], *flags: str) -> list[int]:
+    path = TMP / "chat_messages.json"
+    path.write_text(json.dumps(messages, ensure_ascii=False), encoding="utf-8")
+    r = subprocess.run([str(RUN), str(model), "--chat", "--messages", str(path), "--tokenize", "--ids", *flags],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, (messages, r.stderr)
+    return [int(i) for i in r.stdout.split()]
+
+
+# ---- the tokens a conversation is fed as -----------------------------------------------------
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_conversation_ids_equal_transformers_and_rust_tokenizers(family: str) -> None:
+    """210 random conversations and a few edge cases, with and without a generation prompt: the
+    ids run feeds the model equal the Rust tokenizer's ids of the reference rendering."""
+    model = exported(family)
+    folder = model.parent
+    template = (FIXTURES / FAMILIES[family]["template"]).read_text(encoding="utf-8")
+    rng = random.Random(f"chat {family}")
+    edges = [  # a blank first user turn after a system message (Llama 2 strips the folded text whole),
+        # empty and whitespace-only contents, spaces around a reply
+        [{"role": "system", "content": "Be kind."}, {"role": "user", "content": "   "}],
+        [{"role": "system", "content": " "}, {"role": "user", "content": ""}],
+        [{"role": "system", "content": ""}, {"role": "user", "content": "\n"}],
+        [{"role": "user", "content": "  x  "}, {"role": "assistant", "content": "  y  "}, {"role": "user", "content": "\t"}],
+    ]
+    cases = [(m, gen) for m in edges for gen in (True, False)]
+    for i in range(CONVERSATIONS):
+        messages = random_conversation(rng, family)
+        cases.append((messages, i % 2 == 0))
+    day = datetime.now().strftime("%d %b %Y")
+    texts = [reference_render(template, m, gen, specials_of(family)) for m, gen in cases]
+    expected = rust_ids(folder / "tokenizer.json", texts)
+    got = [run_ids(model, m, *([] if gen else ["--no-generation-prompt"])) for m, gen in cases]
+    assert datetime.now().strftime("%d %b %Y") == day, "the date changed during the test: run it again"
+    for (messages, gen), text, want, ours in zip(cases, texts, expected, got):
+        assert ours == want, (family, gen, messages, text)
+    assert len(cases) >= 200 + len(edges) and any(g for _, g in cases) and not all(g for _, g in cases)
+
+
+# ---- replies ----------------------------------------------------------------------------------
+
+def write_messages(messages: list[dict], name: str = "chat_messages.json") -> Path:
+    path = TMP / name
+    path.write_text(json.dumps(messages, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+def reference_reply(model_path: Path, messages: list[dict], n: int, **kw) -> tuple[list[int], bytes]:
+    """export/model.py's greedy tokens after the conversation's ids (with the generation
+    prompt), stopping at the file's stop set; and what run prints for them."""
+    from model import generate
+    from weight_file import read_model
+    model, tok = read_model(model_path)
+    ids = run_ids(model_path, messages)
+    out = generate(model, ids, n, temperature=0.0, eot_id=tok.eot_id, stop_ids=tok.stop_ids, **kw)
+    return out, tok.decode(out)
+
+
+@pytest.mark.parametrize("family", ["smollm2", "llama3.2", "llama2", "phi3", "mistral"])
+def test_scripted_reply_is_the_reference_greedy(family: str) -> None:
+    model = exported(family)
+    messages = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Hello, who are you?"}]
+    if family == "mistral":  # its system message goes into the last user turn: two turns show it move
+        messages[1:1] = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello."}]
+    _, expected = reference_reply(model, messages, 24)
+    r = subprocess.run([str(RUN), str(model), "--chat", "--messages", str(write_messages(messages)), "-t", "0", "-n", "24"],
+                       capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == expected + b"\n"
+    assert b"timing:" in r.stderr and b"seed:" in r.stderr
+
+
+@pytest.mark.parametrize("family,steer", [("llama3.2", "<|eot_id|>"), ("llama3.2", "<|eom_id|>"), ("qwen2.5", "<|im_end|>")])
+def test_a_reply_ends_at_the_end_of_turn_token(family: str, steer: str) -> None:
+    """A model steered to emit its end-of-turn token soon: the reply ends there, unprinted, as the
+    reference stops; with --ignore-eos it goes on past it."""
+    model = exported(family, steer)
+    messages = [{"role": "user", "content": "Hello"}]
+    ref, expected = reference_reply(model, messages, 30)
+    full, _ = reference_reply(model, messages, 30, ignore_eos=True)
+    from weight_file import read_model
+    _, tok = read_model(model)
+    target = tok.tokens.index(steer.encode())
+    assert len(ref) < 30 and full[len(ref)] == target, "the steered model must reach the token"
+    path = write_messages(messages)
+    r = subprocess.run([str(RUN), str(model), "--chat", "--messages", str(path), "-t", "0", "-n", "30"],
+                       capture_output=True, timeout=60)
+    assert r.returncode == 0 and r.stdout == expected + b"\n", r.stderr
+    r = subprocess.run([str(RUN), str(model), "--chat", "--messages", str(path), "-t", "0", "-n", "30", "--ignore-eos"],
+                       capture_output=True, timeout=60)
+    assert steer.encode() in r.stdout
+
+
+def timing(stderr: bytes) -> tuple[int, int]:
+    """(prompt tokens, of them computed) from chat's timing line."""
+    line = [x for x in stderr.decode().splitlines() if x.startswith("timing:")][-1]
+    words = line.replace("(", " ").split()
+    return int(words[words.index("prompt") + 1]), int(words[words.index("prompt") + 3])
+
+
+@pytest.mark.parametrize("family", ["qwen2.5", "tinyllama", "llama2"])
+def test_a_conversation_keeps_its_cache_and_equals_fresh_runs(family: str) -> None:
+    """Turns read from stdin's lines, each reply streamed after the last: each equals the reply a
+    fresh run gives to the whole conversation so far, and the turns after the first reuse the
+    cache (ChatML and TinyLlama: only the new turn is computed)."""
+    model = exported(family)
+    turns = ["Hello there", "Tell me more, please.", "你好", "Thanks!"]
+    r = subprocess.run([str(RUN), str(model), "--chat", "--system", "Be brief.", "-t", "0", "-n", "12"],
+                       input="\n".join(turns).encode() + b"\n", capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    messages = [{"role": "system", "content": "Be brief."}]
+    fresh_total, expected = 0, b""
+    for turn in turns:
+        messages.append({"role": "user", "content": turn})
+        fresh = subprocess.run([str(RUN), str(model), "--chat", "--messages", str(write_messages(messages)), "-t", "0",
+                                "-n", "12"], capture_output=True, timeout=60)
+        assert fresh.returncode == 0 and fresh.stdout.endswith(b"\n"), fresh.stderr
+        expected += fresh.stdout
+        fresh_total += len(run_ids(model, messages))
+        messages.append({"role": "assistant", "content": fresh.stdout[:-1].decode(errors="replace")})
+    assert r.stdout == expected
+    prompt, computed = timing(r.stderr)
+    assert prompt == fresh_total
+    assert computed < prompt * 0.6, (prompt, computed)
+
+
+def test_the_oldest_turns_go_when_the_context_fills() -> None:
+    model = exported("qwen2.5")
+    turns = [f"Turn number {i}: " + "words " * 8 for i in range(8)]
+    r = subprocess.run([str(RUN), str(model), "--chat", "--system", "Keep me.", "-t", "0", "-n", "8", "-c", "96"],
+                       input="\n".join(turns).encode() + b"\n", capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert b"its oldest turn was dropped" in r.stderr
+
+
+def on_a_terminal_typing(model: Path, lines: list[bytes], *flags: str) -> bytes:
+    """What run --chat shows on a terminal (a pty for stdin, stdout and stderr) while lines are
+    typed one at a time, each after the prompt of the last."""
+    import pty
+    import select
+    leader, follower = pty.openpty()
+    p = subprocess.Popen([str(RUN), str(model), "--chat", *flags], stdin=follower, stdout=follower, stderr=follower)
+    os.close(follower)
+    out = b""
+
+    def read_until(marker: bytes, timeout: float = 30) -> None:
+        nonlocal out
+        import time
+        end, start = time.time() + timeout, len(out)
+        while not (len(out) > start and out.endswith(marker)) and time.time() < end:
+            ready, _, _ = select.select([leader], [], [], 0.5)
+            if ready:
+                try:
+                    out += os.read(leader, 65536)
+                except OSError:
+                    return
+
+    read_until(b"> ")
+    out += b"|"  # what comes after each line is read from here on
+    for line in lines:
+        os.write(leader, line + b"\n")
+        read_until(b". " if line.endswith(b"\\") else b"> ")
+        out += b"|"
+    os.write(leader, b"\x04")  # Ctrl-D
+    read_until(b"tok/s\r\n")
+    assert p.wait(timeout=60) == 0, out
+    os.close(leader)
+    return out.replace(b"\r\n", b"\n")
+
+
+def test_a_conversation_on_a_terminal() -> None:
+    """Typed turns, a turn over two lines (a line ending in a backslash), /reset, Ctrl-D: each
+    reply equals a fresh run's reply to the conversation as it stands."""
+    model = exported("smollm2")
+    shown = on_a_terminal_typing(model, [b"Hello", b"first line\\", b"second line", b"/reset", b"Again"],
+                                 "-t", "0", "-n", "10")
+
+    def reply(messages: list[dict]) -> bytes:
+        r = subprocess.run([str(RUN), str(model), "--chat", "--messages", str(write_messages(messages)), "-t", "0",
+                            "-n", "10"], capture_output=True, timeout=60)
+        return r.stdout.rstrip(b"\n")
+
+    first = reply([{"role": "user", "content": "Hello"}])
+    second = reply([{"role": "user", "content": "Hello"}, {"role": "assistant", "content": first.decode(errors="replace")},
+                    {"role": "user", "content": "first line\nsecond line"}])
+    third = reply([{"role": "user", "content": "Again"}])
+    at = 0
+    for expected in (first, second, third):
+        at = shown.find(expected + b"\n", at)
+        assert at >= 0, (expected, shown)
+        at += len(expected)
+    assert b"/reset starts over" in shown and b"timing:" in shown
+
+
+# ---- what is refused --------------------------------------------------------------------------
+
+def one_line_error(r: subprocess.CompletedProcess, *words: str) -> None:
+    err = r.stderr.decode() if isinstance(r.stderr, bytes) else r.stderr
+    assert r.returncode == 1 and err.startswith("error: ") and err.count("\n") == 1, err
+    for w in words:
+        assert w in err, err
+
+
+@pytest.mark.parametrize("text,words", [
+    (b'{"role": "user"}', ["JSON array", "line 1, column 1"]),
+    (b'[{"role": "user", "content": "hi"', ["expected ',' or '}'"]),
+    (b'[{"role": "tool", "content": "x"}]', ["message 1", "role 'tool'"]),
+    (b'[{"role": "user", "content": ["a"]}]', ["message 1", "\"content\" that is an array"]),
+    (b'[{"role": "user", "content": 3}]', ["a number, not a string"]),
+    (b'[{"role": "user"}]', ["message 1 has no \"content\""]),
+    (b'[{"role": "user", "content": "\\ud800"}]', ["surrogate"]),
+    (b'[{"role": "user", "content": "\xff"}]', ["not valid UTF-8"]),
+    (b'[]', ["no messages"]),
+    (b'[{"role": "user", "content": "a"}] x', ["text follows"]),
+    (b'[' * 100000, ["message 1 is an array"]),
+    (b'[{"meta": ' + b'[' * 100000, ["nested deeper than 64 levels"]),
+])
+def test_a_bad_messages_file_is_one_line(text: bytes, words: list[str]) -> None:
+    path = TMP / "chat_bad.json"
+    path.write_bytes(text)
+    r = subprocess.run([str(RUN), str(exported("smollm2")), "--chat", "--messages", str(path)], capture_output=True,
+                       timeout=30)
+    one_line_error(r, *words)
+
+
+@pytest.mark.parametrize("family,roles,words", [
+    ("llama2", ["user", "user"], ["message 2", "alternate"]),
+    ("mistral", ["assistant"], ["message 1", "alternate"]),
+    ("llama2", ["system", "user", "assistant", "system", "user"], ["message 4 is a system message"]),
+])
+def test_a_role_order_the_template_refuses_is_one_line(family: str, roles: list[str], words: list[str]) -> None:
+    path = write_messages([{"role": r, "content": "x"} for r in roles])
+    r = subprocess.run([str(RUN), str(exported(family)), "--chat", "--messages", str(path)], capture_output=True, timeout=30)
+    one_line_error(r, *words)
+    for roles_ok in (["user", "assistant", "user"], ["system", "user"]):
+        assert run_ids(exported(family), [{"role": x, "content": "x"} for x in roles_ok])
+
+
+def test_a_model_without_a_template_is_refused() -> None:
+    r = subprocess.run([str(RUN), str(REPO / "models" / "kjv.bin"), "--chat"], input=b"Hello\n", capture_output=True)
+    one_line_error(r, "has no chat template")
+
+
+def export_with_template(name: str, template: str) -> subprocess.CompletedProcess:
+    """The qwen2.5 fixture folder with another template, exported to FOLDER/model.bin."""
+    folder = TMP / f"chat_template_{name}"
+    base = exported("qwen2.5").parent
+    folder.mkdir(exist_ok=True)
+    for f in base.iterdir():
+        if f.name != "model.bin":
+            (folder / f.name).write_bytes(f.read_bytes())
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    config["chat_template"] = template
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    return subprocess.run(["/usr/bin/python3", str(REPO / "export" / "export.py"), str(folder), str(folder / "model.bin")],
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_what_a_table_cannot_express_is_a_refusal_run_reports() -> None:
+    """A template numbering its turns cannot be a table of plain strings: the export stores a
+    refusal, and run --chat reports it in one line."""
+    numbered = "{% for m in messages %}{{ loop.index }}. {{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+    assert export_with_template("numbered", numbered).returncode == 0
+    path = write_messages([{"role": "user", "content": "hi"}])
+    r = subprocess.run([str(RUN), str(TMP / "chat_template_numbered" / "model.bin"), "--chat", "--messages", str(path)],
+                       capture_output=True, timeout=30)
+    one_line_error(r, "chat template cannot be used")
+
+
+def test_a_template_that_drops_system_messages_refuses_them() -> None:
+    """Phi-3's first template (April 2024) prints no system message: a conversation with one is
+    refused; without, its ids are the reference's."""
+    template = (FIXTURES / "Phi-3-mini-4k-instruct.v1-2024-04-with-bos.jinja").read_text(encoding="utf-8")
+    assert export_with_template("phi3_v1", template).returncode == 0
+    model = TMP / "chat_template_phi3_v1" / "model.bin"
+    path = write_messages([{"role": "system", "content": "S"}, {"role": "user", "content": "hi"}])
+    r = subprocess.run([str(RUN), str(model), "--chat", "--messages", str(path)], capture_output=True, timeout=30)
+    one_line_error(r, "drops or refuses system messages")
+    messages = [{"role": "user", "content": "hi <|im_end|>"}, {"role": "assistant", "content": " ok "},
+                {"role": "user", "content": "\n"}]
+    text = reference_render(template, messages, True, specials_of("qwen2.5"))
+    assert run_ids(model, messages) == rust_ids(model.parent / "tokenizer.json", [text])[0]
+
+
+@pytest.mark.parametrize("flags,words", [
+    (["--chat", "-i", "hi"], ["not -i/-f"]),
+    (["--messages", "x.json"], ["--messages goes with --chat"]),
+    (["--chat", "--tokenize"], ["give one"]),
+    (["--chat", "--system", "s", "--messages", "x.json"], ["the messages file holds"]),
+    (["--chat", "--samples", "2"], ["--samples"]),
+    (["--chat", "--keep", "2"], ["--keep does nothing"]),
+    (["--chat", "--perplexity", "x"], ["two modes"]),
+    (["--chat", "--messages", "x.json", "--no-generation-prompt"], ["only changes what --chat --tokenize shows"]),
+])
+def test_chat_flags_that_do_not_fit_are_refused(flags: list[str], words: list[str]) -> None:
+    r = subprocess.run([str(RUN), str(exported("smollm2")), *flags], capture_output=True, timeout=30)
+    one_line_error(r, *words)
+
+
+@pytest.mark.parametrize("place", ["named list", "chat_template.jinja"])
+def test_the_template_is_found_where_transformers_finds_it(place: str) -> None:
+    """tokenizer_config.json's list of named templates (its "default"), or chat_template.jinja
+    beside it: the export carries the template and its table either way."""
+    template = (FIXTURES / FAMILIES["qwen2.5"]["template"]).read_text(encoding="utf-8")
+    folder = TMP / f"chat_place_{place.replace(' ', '_').replace('.', '_')}"
+    base = exported("qwen2.5").parent
+    folder.mkdir(exist_ok=True)
+    for f in base.iterdir():
+        if f.name not in ("model.bin", "chat_template.jinja"):
+            (folder / f.name).write_bytes(f.read_bytes())
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    if place == "named list":
+        config["chat_template"] = [{"name": "tool_use", "template": "{{ raise_exception('tools') }}"},
+                                   {"name": "default", "template": template}]
+    else:
+        del config["chat_template"]
+        (folder / "chat_template.jinja").write_text(template, encoding="utf-8")
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    r = subprocess.run(["/usr/bin/python3", str(REPO / "export" / "export.py"), str(folder), str(folder / "model.bin")],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    messages = [{"role": "user", "content": "Where?"}]
+    text = reference_render(template, messages, True, specials_of("qwen2.5"))
+    assert run_ids(folder / "model.bin", messages) == rust_ids(folder / "tokenizer.json", [text])[0]
