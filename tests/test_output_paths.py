@@ -10,6 +10,7 @@ import os
 import stat
 import subprocess
 import threading
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
@@ -25,13 +26,13 @@ def small_model() -> Path:
     return export(random_model(cfg, seed=61), char_tokenizer(), "outputs_model")
 
 
+@lru_cache(maxsize=None)  # written once a session, never trusted from an older run
 def checkpoint() -> Path:
     from export import save_checkpoint
     path = TMP / "outputs_ckpt.pt"
-    if not path.exists():
-        n = len(char_tokenizer().tokens)
-        cfg = GPTConfig(n_layer=1, n_head=2, n_embd=32, n_hidden=64, n_ctx=64, vocab_size=n, vocab_padded=n)
-        save_checkpoint(path, random_model(cfg, seed=62), char_tokenizer())
+    n = len(char_tokenizer().tokens)
+    cfg = GPTConfig(n_layer=1, n_head=2, n_embd=32, n_hidden=64, n_ctx=64, vocab_size=n, vocab_padded=n)
+    save_checkpoint(path, random_model(cfg, seed=62), char_tokenizer())
     return path
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import platform
 import subprocess
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -247,13 +248,13 @@ def test_samples_together_are_bit_identical_to_samples_alone(path: str, weights:
 BOUNDS = {"q8_0": 0.05, "q4_0": 0.25}
 
 
+@lru_cache(maxsize=None)  # written once a session, never trusted from an older run
 def shipped(dtype: str) -> Path:
     if dtype == "f32":
         return REPO / "models" / "kjv.bin"
     path = TMP / f"kjv_{dtype}.bin"
-    if not path.exists():
-        model, tok = read_model(REPO / "models" / "kjv.bin")
-        write_model(path, model, tok, dtype)
+    model, tok = read_model(REPO / "models" / "kjv.bin")
+    write_model(path, model, tok, dtype)
     return path
 
 

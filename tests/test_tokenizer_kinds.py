@@ -85,17 +85,17 @@ SP_MODELS = {
 }
 
 
+@lru_cache(maxsize=None)  # written once a session, never trusted from an older run
 def training_text(mixed: bool) -> Path:
     """The King James text, one verse per line; mixed: with the fixture texts' lines (many
     scripts), for the models whose character coverage leaves rare characters out."""
     path = TMP / f"sp_training_{'mixed' if mixed else 'kjv'}.txt"
-    if not path.exists():
-        TMP.mkdir(exist_ok=True)
-        from tokenizer_corpus import fixture_texts, kjv_verses
-        lines = kjv_verses(1)
-        if mixed:
-            lines += [line for t in fixture_texts() for line in t.split(b"\n") if line.strip()]
-        path.write_bytes(b"\n".join(line.decode("utf-8", "replace").encode() for line in lines) + b"\n")
+    TMP.mkdir(exist_ok=True)
+    from tokenizer_corpus import fixture_texts, kjv_verses
+    lines = kjv_verses(1)
+    if mixed:
+        lines += [line for t in fixture_texts() for line in t.split(b"\n") if line.strip()]
+    path.write_bytes(b"\n".join(line.decode("utf-8", "replace").encode() for line in lines) + b"\n")
     return path
 
 
@@ -252,11 +252,10 @@ VARIANTS = {
 }
 
 
+@lru_cache(maxsize=None)  # written once a session: a file left by an older test run is never trusted
 def tokenizer_json(variant: str, with_added_tokens: bool = True) -> Path:
     vocab, pre, normalizer, pairs, ignore_merges, bos = VARIANTS[variant]
     path = TMP / f"tokenizer_{variant}{'' if with_added_tokens else '_plain'}.json"
-    if path.exists():
-        return path
     tokens, merges, specials = bpe_source(vocab)
     spelled = [[byte_level(a), byte_level(b)] if pairs else f"{byte_level(a)} {byte_level(b)}" for a, b in merges]
     added = [{"id": i, "content": name, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
@@ -344,14 +343,13 @@ def test_tokenizer_json_ids_are_exact(variant: str) -> None:
 PROBE_LEFT = b"a1! "  # a letter, a number, a punctuation mark, a space
 
 
+@lru_cache(maxsize=None)  # written once a session, never trusted from an older run
 def probe_tokenizer_json(variant: str) -> Path:
     """A tokenizer.json with `variant`'s normalizer and pre-tokenizer over a vocabulary that shows
     where pieces end: the 256 bytes, and each byte after 'a', '1', '!' or ' ' (a merge joins bytes
     of one piece only, so a character's first byte joins the 'a' before it exactly when the
     pre-tokenizer leaves them in one piece)."""
     path = TMP / f"tokenizer_probe_{variant}.json"
-    if path.exists():
-        return path
     _, pre, normalizer, _, ignore_merges, _ = VARIANTS[variant]
     vocab = {byte_level(bytes([b])): b for b in range(256)}
     merges = []
