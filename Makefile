@@ -130,7 +130,7 @@ bench: deps $(BIN) tests/build/bandwidth tests/build/kernels $(PATH_BUILDS)
 
 # stdin is /dev/null: run reads a prompt from stdin when it is not a terminal
 test: deps $(BIN) $(PATH_BUILDS) tests/build/tokenize_lines tests/build/llama_ref
-	$(PYTHON) -m pytest -q -p no:cacheprovider tests < /dev/null
+	$(PYTHON) -m pytest -q -p no:cacheprovider --durations=15 tests < /dev/null
 
 # The decoder's parity tests once per instruction-set path this machine runs (tests/paths.py
 # names the ones it skips and why; the ARM paths run emulated, slowly).
@@ -150,7 +150,7 @@ tests/build/test_kernels-asan: tests/test_kernels.c $(SOURCES) $(HEADERS)
 	$(CC) $(SANITIZE) $(WARN) -Wno-unused-function -o $@ tests/test_kernels.c tokenizer.c -lm
 sanitize: deps run-asan tests/build/test_kernels-asan $(PATH_BUILDS) tests/build/tokenize_lines tests/build/llama_ref
 	tests/build/test_kernels-asan > /dev/null
-	ASAN_OPTIONS=detect_leaks=0 RUN_BINARY=$(CURDIR)/run-asan $(PYTHON) -m pytest -q -p no:cacheprovider tests < /dev/null
+	ASAN_OPTIONS=detect_leaks=0 RUN_BINARY=$(CURDIR)/run-asan $(PYTHON) -m pytest -q -p no:cacheprovider --durations=15 tests < /dev/null
 	ASAN_OPTIONS=detect_leaks=1 ./run-asan tests/tmp/parity_gpt2.bin -i "And God said" -n 16 -s 1 --stop xyz \
 	    --repeat-penalty 1.2 > /dev/null
 	ASAN_OPTIONS=detect_leaks=1 ./run-asan tests/tmp/parity_gpt2.bin -i "And God said" -n 300 -s 1 --stop " the" \
