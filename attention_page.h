@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "tokenizer.h"
+#include "utf8.h"
 
 /* A heatmap per head stays readable up to this many tokens. */
 #define ATTENTION_MAX_TOKENS 64

@@ -35,6 +35,7 @@
 #include "load.h"
 #include "output.h"
 #include "tokenizer.h"
+#include "utf8.h"
 
 /* ---- the table --------------------------------------------------------------------------- */
 

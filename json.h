@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "utf8.h"
+
 enum { ROLE_SYSTEM = 0, ROLE_USER = 1, ROLE_ASSISTANT = 2, ROLES };
 static const char *const role_names[ROLES] = {"system", "user", "assistant"};
 
@@ -66,33 +68,6 @@ static int json_hex4(JsonReader *r, uint32_t *v) {
         *v = *v << 4 | (uint32_t)d;
     }
     return 1;
-}
-
-/* Appends code point cp as UTF-8 to out (room guaranteed by the caller: 4 bytes). */
-static size_t utf8_put(uint8_t *out, uint32_t cp) {
-    if (cp < 0x80) { out[0] = (uint8_t)cp; return 1; }
-    if (cp < 0x800) { out[0] = (uint8_t)(0xC0 | cp >> 6); out[1] = (uint8_t)(0x80 | (cp & 0x3F)); return 2; }
-    if (cp < 0x10000) {
-        out[0] = (uint8_t)(0xE0 | cp >> 12); out[1] = (uint8_t)(0x80 | (cp >> 6 & 0x3F)); out[2] = (uint8_t)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    out[0] = (uint8_t)(0xF0 | cp >> 18); out[1] = (uint8_t)(0x80 | (cp >> 12 & 0x3F));
-    out[2] = (uint8_t)(0x80 | (cp >> 6 & 0x3F)); out[3] = (uint8_t)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
-/* Length of the valid UTF-8 character at s[0..n), or 0 (overlong forms, surrogates and code
- * points past U+10FFFF are invalid). */
-static size_t utf8_valid(const uint8_t *s, size_t n) {
-    uint8_t c = s[0];
-    size_t len = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
-    if (len == 0 || len > n) return 0;
-    for (size_t i = 1; i < len; i++) if ((s[i] & 0xC0) != 0x80) return 0;
-    if (c == 0xE0 && s[1] < 0xA0) return 0;
-    if (c == 0xED && s[1] >= 0xA0) return 0;
-    if (c == 0xF0 && s[1] < 0x90) return 0;
-    if (c == 0xF4 && s[1] >= 0x90) return 0;
-    return len;
 }
 
 /* A string at r->at (its opening quote next); its bytes into *out (malloc'd, NULL when out is

@@ -20,7 +20,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "tokenizer.h" /* utf8_length */
+#include "tokenizer.h"
+#include "utf8.h"
 
 static void write_or_die(const void *bytes, size_t n) {
     if (n && fwrite(bytes, 1, n, stdout) != n) {

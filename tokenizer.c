@@ -39,6 +39,7 @@
 #include "tokenizer.h"
 #include "unicode_nfc.h"
 #include "unicode_tables.h"
+#include "utf8.h"
 
 /* ---- reading the tokenizer section -------------------------------------------------- */
 
@@ -369,27 +370,6 @@ void tokenizer_free(Tokenizer *t) {
 
 /* ---- UTF-8 and character classes ---------------------------------------------------- */
 
-/* Decode one UTF-8 character at s[0..n). Returns its length; *cp is the code point, or -1 for
- * a byte that does not start a valid sequence (it then stands alone, length 1). */
-static size_t utf8_decode(const uint8_t *s, size_t n, long *cp) {
-    uint8_t c = s[0];
-    size_t len;
-    long v, min;
-    if (c < 0x80) { *cp = c; return 1; }
-    else if ((c & 0xE0) == 0xC0) { len = 2; v = c & 0x1F; min = 0x80; }
-    else if ((c & 0xF0) == 0xE0) { len = 3; v = c & 0x0F; min = 0x800; }
-    else if ((c & 0xF8) == 0xF0) { len = 4; v = c & 0x07; min = 0x10000; }
-    else { *cp = -1; return 1; }
-    if (len > n) { *cp = -1; return 1; }
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80) { *cp = -1; return 1; }
-        v = v << 6 | (s[i] & 0x3F);
-    }
-    if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) { *cp = -1; return 1; }
-    *cp = v;
-    return len;
-}
-
 /* Class of a code point (CLASS_LETTER, _NUMBER, _SPACE or _OTHER): binary search over the
  * generated ranges, with ASCII answered directly. */
 static int char_class(long cp) {
@@ -592,17 +572,10 @@ static uint32_t nfc_compose(uint32_t first, uint32_t second) {
     return 0;
 }
 
+/* A code point as UTF-8; a raw byte (RAW_BYTE + b, an invalid byte kept) as itself. */
 static size_t utf8_encode(uint32_t cp, uint8_t *out) {
     if (cp >= RAW_BYTE) { out[0] = (uint8_t)(cp - RAW_BYTE); return 1; }
-    if (cp < 0x80) { out[0] = (uint8_t)cp; return 1; }
-    if (cp < 0x800) { out[0] = (uint8_t)(0xC0 | cp >> 6); out[1] = (uint8_t)(0x80 | (cp & 0x3F)); return 2; }
-    if (cp < 0x10000) {
-        out[0] = (uint8_t)(0xE0 | cp >> 12); out[1] = (uint8_t)(0x80 | (cp >> 6 & 0x3F)); out[2] = (uint8_t)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    out[0] = (uint8_t)(0xF0 | cp >> 18); out[1] = (uint8_t)(0x80 | (cp >> 12 & 0x3F));
-    out[2] = (uint8_t)(0x80 | (cp >> 6 & 0x3F)); out[3] = (uint8_t)(0x80 | (cp & 0x3F));
-    return 4;
+    return utf8_put(out, cp);
 }
 
 /* s[0..n) in Normalization Form C (UAX #15: full canonical decomposition, canonical ordering of

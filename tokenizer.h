@@ -101,13 +101,4 @@ const uint8_t *tokenizer_decode(const Tokenizer *t, TokenDecoder *d, uint32_t id
  * as the vocabulary spells it (a control token's name, such as <s>). */
 const uint8_t *tokenizer_token(const Tokenizer *t, uint32_t id, size_t *len);
 
-
-/* Length a UTF-8 sequence starting with lead byte b should have (1 for anything invalid). */
-static inline size_t utf8_length(uint8_t b) {
-    if (b >= 0xC2 && b <= 0xDF) return 2;
-    if (b >= 0xE0 && b <= 0xEF) return 3;
-    if (b >= 0xF0 && b <= 0xF4) return 4;
-    return 1;
-}
-
 #endif

@@ -35,6 +35,7 @@ import jinja2.ext
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tokenizer_files import read_json_object  # noqa: E402
 from weight_file import ExportError  # noqa: E402
 
 # Markers stand for contents in probe conversations: private-use characters, no whitespace, so
@@ -54,19 +55,9 @@ class TemplateRefused(Exception):
 
 # ---- finding the template -------------------------------------------------------------------
 
-def read_json(path: Path) -> dict:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise ExportError(f"{path}: not JSON ({e})") from e
-    if not isinstance(value, dict):
-        raise ExportError(f"{path}: not a JSON object")
-    return value
-
-
 def folder_template(folder: Path) -> tuple[str | None, dict]:
     """(the chat template or None, the special tokens the template sees) of a Hugging Face folder."""
-    config = read_json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").exists() else {}
+    config = read_json_object(folder / "tokenizer_config.json")
     template = config.get("chat_template")
     if isinstance(template, list):  # named templates: transformers takes "default" when no tools are given
         named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
