@@ -214,13 +214,23 @@ static uint32_t entry_type(const FileHeader *h, const TensorEntry *e, const Tens
     return e->type;
 }
 
-/* Bytes of an entry's tensor in the file in its weight type: one layer's, or all layers'. */
-static uint64_t entry_bytes(const Expected *e, uint32_t type, const char *name) {
+/* Values of an entry's tensor: one layer's, or all layers'. */
+static uint64_t entry_values(const Expected *e, const char *name) {
     const TensorSpec *t = e->spec;
     uint64_t layers = e->layer < 0 ? t->layers : 1;
     uint64_t n = mul_or_die(mul_or_die(layers, t->rows, name), t->cols, name);
     mul_or_die(n, 4, name); /* no format stores more than float32: no size can overflow */
-    return weight_type(type)->bytes(n);
+    return n;
+}
+
+/* A block format's blocks each have finite scales: a file with an infinite or NaN one (from a
+ * stranger, or corrupted) is refused here rather than giving NaN logits. */
+static void check_blocks(const uint8_t *data, uint64_t n, uint32_t type, const char *name) {
+    const WeightType *t = weight_type(type);
+    uint64_t bad;
+    if (t->check && !t->check(data, n, &bad))
+        die("model file: tensor '%s' (%s) block %llu has a scale that is infinite or NaN", name, t->name,
+            (unsigned long long)bad);
 }
 
 /* Point the entry's Matrix or vector (each layer's, when stacked) at its part of the data. */
@@ -307,7 +317,7 @@ static void load_header(const ModelFile *f, Config *c) {
         field("weight_type", h->weight_type, 0, 0);
         field("group_size", h->group_size, 0, 0);
     } else {
-        const WeightType *type = weight_type((uint32_t)field("weight_type", h->weight_type, 0, WT_COUNT - 1));
+        const WeightType *type = weight_type((uint32_t)field("weight_type", h->weight_type, 0, WT_Q4_0));
         uint32_t group = type->block > 1 ? (uint32_t)type->block : 0;
         field("group_size", h->group_size, group, group);
         if (c->n_embd % type->block || c->n_hidden % type->block)
@@ -406,7 +416,7 @@ static void load_tensors(const ModelFile *f, Config *c, TransformerWeights *w) {
             die("model file: tensor %llu should be '%s' but the table has '%.*s'", (unsigned long long)i, name,
                 (int)name_len, found);
         uint32_t type = entry_type(h, &e, expected[i].spec, name);
-        uint64_t expect = entry_bytes(&expected[i], type, name);
+        uint64_t values = entry_values(&expected[i], name), expect = weight_type(type)->bytes(values);
         if (e.size != expect)
             die("model file: tensor '%s' has %llu bytes, its shape (%llu, %llu) as %s needs %llu", name,
                 (unsigned long long)e.size, (unsigned long long)expected[i].spec->rows,
@@ -418,6 +428,7 @@ static void load_tensors(const ModelFile *f, Config *c, TransformerWeights *w) {
             die("model file: tensor '%s' at offset %llu overlaps what comes before it (ends at %llu)", name,
                 (unsigned long long)e.offset, (unsigned long long)end);
         check_range(name, e.offset, e.size, f->size);
+        check_blocks(f->data + e.offset, values, type, name);
         place_entry(&expected[i], type, f->data + e.offset);
         end = e.offset + e.size;
     }

@@ -22,8 +22,14 @@
 #include <string.h>
 
 #include "f32.h"
+#include "half.h"
 #include "matrix.h"
 #include "q4_0.h"
+#include "q4_k.h"
+#include "q5_0.h"
+#include "q5_1.h"
+#include "q5_k.h"
+#include "q6_k.h"
 #include "q8_0.h"
 #include "types.h"
 
@@ -33,6 +39,13 @@ static const MatrixKernels *matrix_kernels(int type) {
     case WT_F32: return &f32_kernels;
     case WT_Q8_0: return &q8_0_kernels;
     case WT_Q4_0: return &q4_0_kernels;
+    case WT_Q5_0: return &q5_0_kernels;
+    case WT_Q4_K: return &q4_k_kernels;
+    case WT_Q6_K: return &q6_k_kernels;
+    case WT_Q5_K: return &q5_k_kernels;
+    case WT_Q5_1: return &q5_1_kernels;
+    case WT_F16: return &f16_kernels;
+    case WT_BF16: return &bf16_kernels;
     default: return NULL;
     }
 }
@@ -86,7 +99,7 @@ static size_t prepare_weights(Matrix *const *matrices, int count, void *dst) {
 /* e.g. "x86: f32 avx512, q8_0 avx512-vnni, 16 rows (prefill ...), q4_0 ...": this build on this
  * CPU, from each format's record */
 static const char *kernels_description(void) {
-    static char text[512];
+    static char text[1024];
     int at = snprintf(text, sizeof text, "%s:", KERNELS_FAMILY);
     for (int type = 0; type < WT_COUNT && at > 0 && (size_t)at < sizeof text; type++)
         at += snprintf(text + at, sizeof text - (size_t)at, "%s %s %s", type ? "," : "", weight_types[type].name,
