@@ -48,10 +48,12 @@
 #define q5_1_packed_bytes q5_1_packed_bytes_generic
 #define q5_1_pack q5_1_pack_generic
 #define q5_1_describe q5_1_describe_generic
+#if !defined(__F16C__) && !defined(__AVX512F__) /* the k formats' panels keep d as binary16 */
 #define q4_k_packed_matmul q4_k_matmul_generic
 #define q4_k_packed_bytes q4_k_packed_bytes_generic
 #define q4_k_pack q4_k_pack_generic
 #define q4_k_describe q4_k_describe_generic
+#endif
 #define q5_k_packed_matmul q5_k_matmul_generic
 #define q5_k_packed_bytes q5_k_packed_bytes_generic
 #define q5_k_pack q5_k_pack_generic
