@@ -48,7 +48,7 @@
 #define q5_1_packed_bytes q5_1_packed_bytes_generic
 #define q5_1_pack q5_1_pack_generic
 #define q5_1_describe q5_1_describe_generic
-#if !defined(__F16C__) && !defined(__AVX512F__) /* the k formats' panels keep d as binary16 */
+#if !defined(__F16C__) && !defined(__AVX512F__) /* the block formats' panels keep d as binary16 */
 #define q4_k_packed_matmul q4_k_matmul_generic
 #define q4_k_packed_bytes q4_k_packed_bytes_generic
 #define q4_k_pack q4_k_pack_generic
@@ -58,10 +58,12 @@
 #define q5_k_packed_bytes q5_k_packed_bytes_generic
 #define q5_k_pack q5_k_pack_generic
 #define q5_k_describe q5_k_describe_generic
+#if !defined(__F16C__) && !defined(__AVX512F__)
 #define q6_k_packed_matmul q6_k_matmul_generic
 #define q6_k_packed_bytes q6_k_packed_bytes_generic
 #define q6_k_pack q6_k_pack_generic
 #define q6_k_describe q6_k_describe_generic
+#endif
 #if !defined(__AVX512F__)
 #define f32_transpose_blocks f32_transpose_blocks_generic
 #define attention_tile16 attention_tile16_generic
