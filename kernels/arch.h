@@ -40,15 +40,15 @@
 #define q4_k_block_dots q4_k_block_dots_generic
 #define q5_k_block_dots q5_k_block_dots_generic
 #define q6_k_block_dots q6_k_block_dots_generic
-#define q5_0_packed_matmul q5_0_matmul_generic
-#define q5_0_packed_bytes q5_0_packed_bytes_generic
-#define q5_0_pack q5_0_pack_generic
-#define q5_0_describe q5_0_describe_generic
 #define q5_1_packed_matmul q5_1_matmul_generic
 #define q5_1_packed_bytes q5_1_packed_bytes_generic
 #define q5_1_pack q5_1_pack_generic
 #define q5_1_describe q5_1_describe_generic
 #if !defined(__F16C__) && !defined(__AVX512F__) /* the block formats' panels keep d as binary16 */
+#define q5_0_packed_matmul q5_0_matmul_generic
+#define q5_0_packed_bytes q5_0_packed_bytes_generic
+#define q5_0_pack q5_0_pack_generic
+#define q5_0_describe q5_0_describe_generic
 #define q4_k_packed_matmul q4_k_matmul_generic
 #define q4_k_packed_bytes q4_k_packed_bytes_generic
 #define q4_k_pack q4_k_pack_generic

@@ -158,6 +158,10 @@ static inline simde__m512 shim_mm512_cvtph_ps(__m256i a) {
 #define _mm512_cvtepu8_epi32 shim_mm512_cvtepu8_epi32
 #undef _mm512_mullo_epi32
 #define _mm512_mullo_epi32 simde_mm512_mullo_epi32
+#undef _mm512_test_epi8_mask
+#define _mm512_test_epi8_mask simde_mm512_test_epi8_mask
+#undef _mm512_mask_add_epi8
+#define _mm512_mask_add_epi8 simde_mm512_mask_add_epi8
 #undef _mm512_cvtepu16_epi32
 #define _mm512_cvtepu16_epi32 shim_mm512_cvtepu16_epi32
 #undef _mm512_srai_epi32
