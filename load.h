@@ -44,6 +44,7 @@ typedef struct {
     int gelu;         /* FFN_GELU: GELU_TANH or GELU_ERF */
     int bias;         /* BIAS_* bits: which tensors have biases */
     int tied_head;
+    int qkv_apart;    /* the query, key and value projections are three tensors (model.h) */
 } Config;
 
 /* One transformer layer's weights. Matrices (kernels/matrix.h: float32, or quantized quants
@@ -52,7 +53,10 @@ typedef struct {
 typedef struct {
     const float *ln_1_weight;     /* (n_embd) norm before attention */
     const float *ln_1_bias;       /* (n_embd) */
-    Matrix c_attn;                /* (qkv_dim, n_embd) fused query, key, value projections */
+    Matrix c_attn;                /* (qkv_dim, n_embd) fused query, key, value projections; with
+                                     qkv_apart the rows of qkv[0..2] (a matrix of parts) */
+    Matrix qkv[3];                /* qkv_apart: (n_head head_size, n_embd) query, (n_kv_head
+                                     head_size, n_embd) key and value projections */
     const float *c_attn_bias;     /* (qkv_dim) */
     Matrix attn_proj;             /* (n_embd, n_embd) attention's output projection */
     const float *attn_proj_bias;  /* (n_embd) */
@@ -99,13 +103,15 @@ static uint64_t mul_or_die(uint64_t a, uint64_t b, const char *what) {
 }
 
 /* The matrices the forward pass multiplies by, into out (room for MATRICES_PER_LAYER n_layer +
- * 1), the output head last; returns their number. */
-#define MATRICES_PER_LAYER 5
+ * 1), the output head last; returns their number. With qkv_apart the query, key and value
+ * projections are three matrices (each packed, and its pages given back, on its own). */
+#define MATRICES_PER_LAYER 7
 static int product_matrices(const Config *c, TransformerWeights *w, Matrix **out) {
     int count = 0;
     for (int l = 0; l < c->n_layer; l++) {
         LayerWeights *L = &w->layer[l];
-        out[count++] = &L->c_attn;
+        for (int p = 0; p < (c->qkv_apart ? 3 : 0); p++) out[count++] = &L->qkv[p];
+        if (!c->qkv_apart) out[count++] = &L->c_attn;
         out[count++] = &L->attn_proj;
         if (c->ffn == FFN_SWIGLU) out[count++] = &L->mlp_gate;
         out[count++] = &L->c_fc;
@@ -146,7 +152,14 @@ static int tensor_list(const Config *c, TransformerWeights *w, TensorSpec *out) 
     if (c->pos_kind == POS_ROTARY && c->rope_freqs) MODEL("rope_freqs", 1, (uint64_t)c->head_size / 2, 0, rope_freqs);
     LAYER("ln_1.weight", 1, C, 0, ln_1_weight);
     if (norm_bias) LAYER("ln_1.bias", 1, C, 0, ln_1_bias);
-    LAYER("attn.c_attn.weight", QKV, C, 1, c_attn);
+    if (c->qkv_apart) {
+        uint64_t Q = (uint64_t)c->n_head * (uint64_t)c->head_size, KV = (uint64_t)c->n_kv_head * (uint64_t)c->head_size;
+        LAYER("attn.q.weight", Q, C, 1, qkv[0]);
+        LAYER("attn.k.weight", KV, C, 1, qkv[1]);
+        LAYER("attn.v.weight", KV, C, 1, qkv[2]);
+    } else {
+        LAYER("attn.c_attn.weight", QKV, C, 1, c_attn);
+    }
     if (qkv_bias) LAYER("attn.c_attn.bias", 1, QKV, 0, c_attn_bias);
     LAYER("attn.c_proj.weight", C, C, 1, attn_proj);
     if (out_bias) LAYER("attn.c_proj.bias", 1, C, 0, attn_proj_bias);
@@ -296,6 +309,7 @@ static void load_header(const ModelFile *f, Config *c) {
     c->vocab_padded = field("vocab_padded", h->vocab_padded, h->vocab_size, 1u << 24);
     c->gelu = field("gelu", h->gelu, 0, 1);
     c->tied_head = field("tied_head", h->tied_head, 0, 1);
+    c->qkv_apart = 0; /* a version 4 field, below */
     if (h->version == 1) { /* GPT-2's block: its bias flag means every bias or none */
         c->bias = field("bias", h->bias, 0, 1) ? BIAS_ALL : 0;
         c->pos_kind = field("pos_kind", h->pos_kind, POS_LEARNED, POS_SINUSOIDAL);
@@ -316,6 +330,7 @@ static void load_header(const ModelFile *f, Config *c) {
     if (h->version >= 4) { /* each tensor names its type */
         field("weight_type", h->weight_type, 0, 0);
         field("group_size", h->group_size, 0, 0);
+        c->qkv_apart = field("qkv_apart", h->qkv_apart, 0, 1);
     } else {
         const WeightType *type = weight_type((uint32_t)field("weight_type", h->weight_type, 0, WT_Q4_0));
         uint32_t group = type->block > 1 ? (uint32_t)type->block : 0;
@@ -433,6 +448,10 @@ static void load_tensors(const ModelFile *f, Config *c, TransformerWeights *w) {
         end = e.offset + e.size;
     }
     free(expected);
+    for (int l = 0; l < c->n_layer && c->qkv_apart; l++) { /* the fused projection, as its three parts */
+        LayerWeights *L = &w->layer[l];
+        L->c_attn = (Matrix){.type = L->qkv[0].type, .rows = c->qkv_dim, .cols = c->n_embd, .parts = L->qkv, .n_parts = 3};
+    }
     if (c->tied_head) w->lm_head = w->wte;
     w->lm_head.rows = c->vocab_size; /* padded rows are never computed */
 }

@@ -64,9 +64,11 @@ enum {
 
 enum { GELU_TANH = 0, GELU_ERF = 1 };
 
-/* One weight matrix (rows, cols) = nn.Linear's (out_features, in_features), row-major. */
-typedef struct {
-    int type;                  /* WT_* */
+/* One weight matrix (rows, cols) = nn.Linear's (out_features, in_features), row-major; or the
+ * rows of n_parts matrices one after another, each in a type of its own (a GGUF's query, key and
+ * value projections, fused: kernels/matmul.h multiplies each part). */
+typedef struct Matrix {
+    int type;                  /* WT_* (of the first part, for a matrix of parts) */
     int rows, cols;
     union {                    /* the weights as the file stores them, by type: */
         const float *f32;      /*   (rows, cols) float32 */
@@ -78,6 +80,8 @@ typedef struct {
     const float *scale;        /* quantized: (rows, cols / QUANT_GROUP), value = quant * scale */
     const void *packed;        /* the same weights rearranged at load for the kernels, or NULL */
     int packing;               /* how they are rearranged (the format's own code) */
+    const struct Matrix *parts;/* n_parts > 0: the matrix is their rows, in order */
+    int n_parts;
 } Matrix;
 
 /* A stretch of a matrix's bytes. */
