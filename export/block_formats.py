@@ -18,6 +18,8 @@ import numpy as np
 # name -> (values per block, bytes per block); f16 and bf16 are one value of 2 bytes
 FORMATS = {"q5_0": (32, 22), "q5_1": (32, 24), "q4_k": (256, 144), "q5_k": (256, 176), "q6_k": (256, 210),
            "f16": (1, 2), "bf16": (1, 2)}
+# name -> the byte offsets of each block's binary16 scales (d, and dmin or m), as kernels/types.h's checks
+SCALES = {"q5_0": (0,), "q5_1": (0, 2), "q4_k": (0, 2), "q5_k": (0, 2), "q6_k": (208,)}
 GROUP_MAX_EPS = np.float32(1e-15)  # ggml: a group whose largest magnitude is below this is all zero
 
 F32 = np.float32
@@ -285,6 +287,19 @@ def quantize(x: np.ndarray, fmt: str) -> bytes:
 def halves(raw: np.ndarray, at: int) -> np.ndarray:
     """The binary16 number at byte `at` of each block (blocks, bytes), as float32."""
     return np.ascontiguousarray(raw[:, at:at + 2]).view("<f2")[:, 0].astype(F32)
+
+
+def first_bad_block(raw: bytes | np.ndarray, fmt: str) -> int | None:
+    """The first block whose binary16 scale is infinite or NaN (all exponent bits set), or None:
+    what run's loader refuses (kernels/types.h), found before a file is written."""
+    if fmt not in SCALES:
+        return None
+    blocks = np.frombuffer(raw, np.uint8).reshape(-1, FORMATS[fmt][1])
+    bad = np.zeros(len(blocks), bool)
+    for at in SCALES[fmt]:
+        bits = np.ascontiguousarray(blocks[:, at:at + 2]).view("<u2")[:, 0]
+        bad |= (bits & 0x7C00) == 0x7C00
+    return int(np.argmax(bad)) if bad.any() else None
 
 
 def k_scales(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

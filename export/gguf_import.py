@@ -48,6 +48,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import block_formats  # noqa: E402
 from gguf_file import (ARRAY, BOOL, FLOAT32, FLOAT64, INTEGER_TYPES, STRING, VALUE_TYPES, GGUFError,  # noqa: E402
                        GGUFFile, TensorInfo, float_values, q4_0_blocks, q8_0_blocks, read_gguf, shown)
 from model import BIAS_ALL, BIAS_ATTN_OUT, BIAS_FFN, BIAS_QKV, GPT, GPTConfig  # noqa: E402
@@ -296,8 +297,12 @@ class Tensors:
     def matrix(self, name: str, rows: int, cols: int) -> Matrix:
         info = self.info(name, (rows, cols))
         if info.type_name in BLOCK_COPIES:
-            raw = np.frombuffer(self.g.tensor_bytes(info), np.uint8).reshape(rows, -1)
-            return BlockMatrix(BLOCK_COPIES[info.type_name], raw, cols)
+            wtype, data = BLOCK_COPIES[info.type_name], self.g.tensor_bytes(info)
+            bad = block_formats.first_bad_block(data, wtype)
+            if bad is not None:  # copied, run would refuse it: said here, where the stranger's file is
+                raise self.fail(f"tensor '{shown(name)}' ({info.type_name}) block {bad} has a scale that is infinite "
+                                "or NaN")
+            return BlockMatrix(wtype, np.frombuffer(data, np.uint8).reshape(rows, -1), cols)
         if info.type_name == "Q8_0":
             return QuantizedMatrix("q8_0", *q8_0_blocks(self.g, info))
         if info.type_name == "Q4_0":
