@@ -90,8 +90,9 @@ def models() -> dict:
         write_model(mixed, llama_model, tok, "q4_0",
                     tensor_types={"h.0.*": "q8_0", "lm_head.weight": "q8_0", "h.1.attn.c_proj.weight": "f32"})
         # GGUF's block formats: a Llama-shaped model whose rows are multiples of 256 as llama.cpp's
-        # Q4_K_M mixes it (q4_k; q6_k for the output head and, on layers 0, 2 and 3 of 4, the
-        # query/key/value and down projections); one of width 96 (as SmolLM2's 576, not a
+        # Q4_K_M mixes it (q4_k; q6_k for the output head and, on layers 2 and 3 of 4, the
+        # value and down projections: the query, key and value apart, model.h's qkv_apart, so
+        # that the fused projection is a matrix of parts); one of width 96 (as SmolLM2's 576, not a
         # multiple of 256) where the mix falls back to q5_0 and q8_0, but its down projection
         # (rows of 256) is q4_k; and q5_1, q5_k, f16, bf16 in one file
         k_cfg = GPTConfig(n_layer=4, n_head=4, n_kv_head=2, n_embd=256, n_hidden=512, n_ctx=256, vocab_size=V,
@@ -156,6 +157,14 @@ def quantize_q8(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def product_reference(x: np.ndarray, w: FileTensor, bias: np.ndarray | None):
     """x (T, n) @ W^T + bias in float64 -> (result, sum of |terms|, additions per output)."""
+    if w.row_parts is not None:  # a matrix of parts (qkv_apart): each part's product, its rows in order
+        results, r0 = [], 0
+        for part in w.row_parts:
+            rows = part.shape[0] if part.fmt is not None else part.values.shape[0]
+            results.append((*product_reference(x, part, None if bias is None else bias[r0:r0 + rows]), rows))
+            r0 += rows
+        return (np.concatenate([r[0] for r in results], axis=1), np.concatenate([r[1] for r in results], axis=1),
+                np.concatenate([np.full(rows, r[2]) for r in results for rows in [r[3]]]))
     rows = w.shape[0] if w.fmt is not None else w.values.shape[0]
     b = np.zeros(rows) if bias is None else bias.astype(np.float64)
     if w.fmt in ("f16", "bf16"):
@@ -256,12 +265,13 @@ def test_q8_0_cache_logits_bit_identical_across_paths(weights: str) -> None:
                            f"{max(np.abs(logits[p] - logits['native']).max() for p in differ):.3g}"
 
 
-@pytest.mark.parametrize("weights", ["f32", "odd", "q8", "q4", "llama", "llama_q4"])
+@pytest.mark.parametrize("weights", ["f32", "odd", "q8", "q4", "llama", "llama_q4", "q4_k_m"])
 @pytest.mark.parametrize("path", PATHS)
 def test_samples_together_are_bit_identical_to_samples_alone(path: str, weights: str) -> None:
     """run --samples: 7 samples' decode steps through one forward() call give each sample the
     bits it gets decoded alone (tests/trace.c samples:N), float32 included: their products keep
-    the one-token arithmetic. 7 samples: part tiles of 4 and of 6 tokens; widths 64 and 96."""
+    the one-token arithmetic. 7 samples: part tiles of 4 and of 6 tokens; widths 64 and 96; and
+    q4_k_m's query, key and value apart (a matrix of parts: each part's product placed)."""
     m = models()
     out = TMP / f"samples_{path}_{weights}.bin"
     r = subprocess.run([str(binary("trace", path)), str(m[weights]), str(m["prompt"]), "samples:7", str(out)],
@@ -308,7 +318,7 @@ def threads_for(path: str) -> tuple[int, ...]:
     return (1, 2) if emulated(path) else (1, 2, 3)
 
 
-@pytest.mark.parametrize("weights", ["f32", "q8", "q4", "llama", "llama_q8"])
+@pytest.mark.parametrize("weights", ["f32", "q8", "q4", "llama", "llama_q8", "q4_k_m"])
 def test_greedy_identical_across_paths_and_threads(weights: str) -> None:
     m = models()
     prompt = m["tok"].decode(c_tokens(binary("run", "native"), m["f32"], TEXT.encode())[:40])
