@@ -34,9 +34,11 @@ def valid_file(kind: str = "f32", version: int = VERSION) -> Path:
     SentencePiece or tokenizer.json tokenizer section (merges, rules, token kinds)."""
     tok = {"sentencepiece": sentencepiece_like, "tokenizer_json": tokenizer_json_like}.get(kind, char_tokenizer)()
     n = len(tok.tokens)
-    width = 32 if kind in ("q4_0", "q4_0_plain", "q8_0") else 256 if kind == "blocks" else 16
+    width = 32 if kind in ("q4_0", "q4_0_plain", "q8_0") else 256 if kind in ("blocks", "blocks_llama") else 16
     llama = dict(norm="rms", pos="rotary", ffn="swiglu", n_head=4, n_kv_head=2, bias=BIAS_QKV,
                  rope_freqs=[1.0, 0.5]) if kind == "llama" else dict(n_head=2)
+    if kind == "blocks_llama":  # q4_k_m of the Llama family's block: the query, key and value apart (qkv_apart)
+        llama = dict(norm="rms", pos="rotary", ffn="swiglu", n_head=4, n_kv_head=2, bias=BIAS_QKV)
     cfg = GPTConfig(n_layer=2, n_embd=width, n_hidden=2 * width, n_ctx=32, vocab_size=n, vocab_padded=n + 5, **llama)
     path = TMP / f"robust_valid_{kind}{'' if version == VERSION else f'_v{version}'}.bin"
     mix = {"h.1.*": "q8_0", "lm_head.weight": "q8_0"} if kind == "q4_0" and version >= 4 else None
@@ -46,7 +48,8 @@ def valid_file(kind: str = "f32", version: int = VERSION) -> Path:
                "h.0.attn.c_proj.weight": "f16", "h.0.mlp.c_proj.weight": "bf16"}
     kind = "q4_0" if kind == "q4_0_plain" else kind
     metadata = {"general.name": "robust", "general.source": "random weights"} if version >= 4 else None
-    write_model(path, random_model(cfg, seed=41), tok, {"q4_0": "q4_0", "q8_0": "q8_0", "blocks": "q4_k_m"}.get(kind, "f32"),
+    write_model(path, random_model(cfg, seed=41), tok,
+                {"q4_0": "q4_0", "q8_0": "q8_0", "blocks": "q4_k_m", "blocks_llama": "q4_k_m"}.get(kind, "f32"),
                 version=version, tensor_types=mix, metadata=metadata)
     return path
 
@@ -240,13 +243,16 @@ def test_malformed_files_give_one_line_errors(kind: str) -> None:
     assert not failures, failures[:10]
 
 
-def test_hostile_blocks_refused_at_load(tmp_path) -> None:
+@pytest.mark.parametrize("kind", ["blocks", "blocks_llama"])
+def test_hostile_blocks_refused_at_load(tmp_path, kind: str) -> None:
     """A block whose binary16 scale (d, or q4_k's dmin, q5_1's m) is NaN or infinite, in any
     block of any matrix of a block format, is refused at load with one line naming the tensor
-    and the block; so is a tensor one super-block (or one byte) short of its shape."""
+    and the block; so is a tensor one super-block (or one byte) short of its shape. blocks_llama:
+    the same in a file whose query, key and value projections are three tensors."""
     from weight_file import WEIGHT_TYPES, read_header_and_table, table_entries, unpack_header
-    path = valid_file("blocks")
+    path = valid_file(kind)
     base = path.read_bytes()
+    assert unpack_header(base)["qkv_apart"] == (kind == "blocks_llama")
     names = {v: k for k, v in WEIGHT_TYPES.items()}
     # where each format keeps its binary16 scales in a block of (values, bytes)
     scales = {"q5_0": (32, 22, [0]), "q5_1": (32, 24, [0, 2]), "q4_k": (256, 144, [0, 2]), "q5_k": (256, 176, [0, 2]),
@@ -268,7 +274,7 @@ def test_hostile_blocks_refused_at_load(tmp_path) -> None:
         for cut in (block_bytes, 1):  # one block (a super-block) short, one byte short
             buf = fix_crc(bytearray(patched(base, "<Q", unpack_header(base)["tensors_offset"] + 64 * i + 56, size - cut)))
             cases.append((f"{name} short by {cut}", bytes(buf), f"tensor '{name}' has {size - cut} bytes"))
-    assert seen == set(scales), seen
+    assert seen == (set(scales) if kind == "blocks" else {"q4_k", "q6_k"}), seen
     for what, data, message in cases:
         f = tmp_path / "hostile.bin"
         f.write_bytes(data)
