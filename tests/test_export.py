@@ -376,9 +376,10 @@ def test_a_mix_of_weight_types_per_tensor() -> None:
 def test_llama_cpp_mixes_choose_its_types() -> None:
     """--dtype q4_k_m, q5_k_m, q6_k: each matrix the type llama.cpp's llama-quantize gives its GGUF
     tensor (its published rule, research notes of llama-quant.cpp): the output head q6_k; the
-    value projection (here the fused query/key/value, as llama.cpp treats a fused one) and the
-    down projection q6_k on the layers use_more_bits picks (of 8: 0, 3, 6, 7: the first and last
-    eighth and every third between), else q4_k (q5_k); an untied embedding the mix's own type.
+    value projection (kept apart from the query and key, model.h's qkv_apart, as llama.cpp keeps
+    attn_v; q6_k, one type for all three, fuses them) and the down projection q6_k on the layers use_more_bits picks (of 8: 0, 3, 6, 7: the
+    first and last eighth and every third between), else q4_k (q5_k); an untied embedding the
+    mix's own type.
     Where 256 does not divide a row (width 96): q4_k -> q5_0, q5_k -> q5_1, q6_k -> q8_0; the down
     projection, whose rows are n_hidden = 512 long, keeps its k type."""
     from weight_file import WEIGHT_TYPES, read_header_and_table
@@ -394,14 +395,19 @@ def test_llama_cpp_mixes_choose_its_types() -> None:
             path = TMP / f"mix_{dtype}_{width}.bin"
             write_model(path, model, tok, dtype)
             fallback = {"q4_k": "q5_0", "q5_k": "q5_1", "q6_k": "q8_0"}
-            for name, wtype in read_header_and_table(path):
+            table = read_header_and_table(path)
+            apart = dtype != "q6_k"  # q6_k gives the three one type: fused, as before
+            assert sum(name.endswith("attn.c_attn.weight") for name, _ in table) == (0 if apart else 8)
+            assert sum(name.endswith(("attn.q.weight", "attn.k.weight", "attn.v.weight")) for name, _ in table) == \
+                (3 * 8 if apart else 0)
+            for name, wtype in table:
                 part = name.split(".", 2)[-1]
                 layer = int(name.split(".")[1]) if name.startswith("h.") else -1
                 if not (part.endswith("weight") and ("attn" in part or "mlp" in part)) and name not in ("wte", "lm_head.weight"):
                     want = "f32"
                 elif name == "lm_head.weight" or (name == "wte" and tied):
                     want = "q6_k"
-                elif part in ("attn.c_attn.weight", "mlp.c_proj.weight") and layer in more_bits and dtype != "q6_k":
+                elif part in ("attn.v.weight", "mlp.c_proj.weight") and layer in more_bits and dtype != "q6_k":
                     want = "q6_k"
                 else:
                     want = base
