@@ -201,6 +201,9 @@ def test_a_file_of_block_formats_exports_each_matrix_as_it_is() -> None:
             assert ours[entry] == (fmt, theirs[tensor]), entry
     r = subprocess.run([str(RUN), str(out), "-i", "And", "-n", "4", "-s", "1"], capture_output=True, timeout=60)
     assert r.returncode == 0, r.stderr.decode()
+    info = subprocess.run([str(RUN), str(out), "--info"], capture_output=True, timeout=60).stdout.decode()
+    assert "weights: q5_0 (2 matrices), q4_k (4 matrices), q6_k (2 matrices), q5_k (2 matrices), q5_1 (2 matrices), " \
+        "f16 (2 matrices), bf16 (1 matrix); query, key and value apart\n" in info, info  # kernels/types.h's order
 
 
 SCALES = {12: [0, 2], 13: [0, 2], 14: [208], 6: [0], 7: [0, 2]}  # ggml type -> its blocks' binary16 scales
