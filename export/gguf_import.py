@@ -53,7 +53,7 @@ from gguf_file import (ARRAY, BOOL, FLOAT32, FLOAT64, INTEGER_TYPES, STRING, VAL
                        GGUFFile, TensorInfo, float_values, q4_0_blocks, q8_0_blocks, read_gguf, shown)
 from model import BIAS_ALL, BIAS_ATTN_OUT, BIAS_FFN, BIAS_QKV, GPT, GPTConfig  # noqa: E402
 from tokenizer_files import gpt2_byte_decoder  # noqa: E402
-from weight_file import (MATRICES, MAX_STOP, MIXES, QKV_PARTS, QUANT_GROUP, RANK_NONE, TOK_BYTE_FALLBACK,  # noqa: E402
+from weight_file import (MATRICES, MAX_STOP, MIXES, QKV_PARTS, RANK_NONE, TOK_BYTE_FALLBACK,  # noqa: E402
                          TOK_DUMMY_PREFIX, TOK_MERGE_PAIRS, TOK_SENTENCEPIECE, TOK_WHOLE_PIECES, TOKEN_BYTE,
                          TOKEN_CONTROL, TOKEN_NORMAL, TOKEN_SPECIAL, TOKEN_UNKNOWN, WEIGHT_TYPES, BlockMatrix,
                          QuantizedMatrix, TokenizerData, base_name, build_model, dtype_type, entry_names, same_type,

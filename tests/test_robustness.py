@@ -249,7 +249,7 @@ def test_hostile_blocks_refused_at_load(tmp_path, kind: str) -> None:
     block of any matrix of a block format, is refused at load with one line naming the tensor
     and the block; so is a tensor one super-block (or one byte) short of its shape. blocks_llama:
     the same in a file whose query, key and value projections are three tensors."""
-    from weight_file import WEIGHT_TYPES, read_header_and_table, table_entries, unpack_header
+    from weight_file import WEIGHT_TYPES, table_entries, unpack_header
     path = valid_file(kind)
     base = path.read_bytes()
     assert unpack_header(base)["qkv_apart"] == (kind == "blocks_llama")
