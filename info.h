@@ -52,7 +52,8 @@ static void print_block_design(const Config *c) {
 }
 
 /* "weights: q8_0", or with several types "weights: q4_0 (12 matrices), q8_0 (2)": the types of
- * the matrices (the embedding's and the products'). */
+ * the matrices (the embedding's and the products'); "; query, key and value apart" after them
+ * when the file keeps the three apart. */
 static void print_weight_types(const Config *c, TransformerWeights *w) {
     Matrix **matrices = calloc_or_die(((size_t)MATRICES_PER_LAYER * c->n_layer + 2) * sizeof(Matrix *), "matrix list");
     int n = product_matrices(c, w, matrices), count[WT_COUNT] = {0}, kinds = 0;
@@ -65,7 +66,8 @@ static void print_weight_types(const Config *c, TransformerWeights *w) {
         if (kinds > 1) printf(" (%d matri%s)", count[type], count[type] == 1 ? "x" : "ces");
         first = 0;
     }
-    printf("\n");
+    /* model.h's qkv_apart: each layer's three counted as matrices of their own */
+    printf("%s\n", c->qkv_apart ? "; query, key and value apart" : "");
     free(matrices);
 }
 

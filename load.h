@@ -44,6 +44,7 @@ typedef struct {
     int gelu;         /* FFN_GELU: GELU_TANH or GELU_ERF */
     int bias;         /* BIAS_* bits: which tensors have biases */
     int tied_head;
+    int qkv_apart;    /* the query, key and value projections are three tensors (model.h) */
 } Config;
 
 /* One transformer layer's weights. Matrices (kernels/matrix.h: float32, or quantized quants
@@ -52,7 +53,10 @@ typedef struct {
 typedef struct {
     const float *ln_1_weight;     /* (n_embd) norm before attention */
     const float *ln_1_bias;       /* (n_embd) */
-    Matrix c_attn;                /* (qkv_dim, n_embd) fused query, key, value projections */
+    Matrix c_attn;                /* (qkv_dim, n_embd) fused query, key, value projections; with
+                                     qkv_apart the rows of qkv[0..2] (a matrix of parts) */
+    Matrix qkv[3];                /* qkv_apart: (n_head head_size, n_embd) query, (n_kv_head
+                                     head_size, n_embd) key and value projections */
     const float *c_attn_bias;     /* (qkv_dim) */
     Matrix attn_proj;             /* (n_embd, n_embd) attention's output projection */
     const float *attn_proj_bias;  /* (n_embd) */
@@ -99,13 +103,15 @@ static uint64_t mul_or_die(uint64_t a, uint64_t b, const char *what) {
 }
 
 /* The matrices the forward pass multiplies by, into out (room for MATRICES_PER_LAYER n_layer +
- * 1), the output head last; returns their number. */
-#define MATRICES_PER_LAYER 5
+ * 1), the output head last; returns their number. With qkv_apart the query, key and value
+ * projections are three matrices (each packed, and its pages given back, on its own). */
+#define MATRICES_PER_LAYER 7
 static int product_matrices(const Config *c, TransformerWeights *w, Matrix **out) {
     int count = 0;
     for (int l = 0; l < c->n_layer; l++) {
         LayerWeights *L = &w->layer[l];
-        out[count++] = &L->c_attn;
+        for (int p = 0; p < (c->qkv_apart ? 3 : 0); p++) out[count++] = &L->qkv[p];
+        if (!c->qkv_apart) out[count++] = &L->c_attn;
         out[count++] = &L->attn_proj;
         if (c->ffn == FFN_SWIGLU) out[count++] = &L->mlp_gate;
         out[count++] = &L->c_fc;
@@ -146,7 +152,14 @@ static int tensor_list(const Config *c, TransformerWeights *w, TensorSpec *out) 
     if (c->pos_kind == POS_ROTARY && c->rope_freqs) MODEL("rope_freqs", 1, (uint64_t)c->head_size / 2, 0, rope_freqs);
     LAYER("ln_1.weight", 1, C, 0, ln_1_weight);
     if (norm_bias) LAYER("ln_1.bias", 1, C, 0, ln_1_bias);
-    LAYER("attn.c_attn.weight", QKV, C, 1, c_attn);
+    if (c->qkv_apart) {
+        uint64_t Q = (uint64_t)c->n_head * (uint64_t)c->head_size, KV = (uint64_t)c->n_kv_head * (uint64_t)c->head_size;
+        LAYER("attn.q.weight", Q, C, 1, qkv[0]);
+        LAYER("attn.k.weight", KV, C, 1, qkv[1]);
+        LAYER("attn.v.weight", KV, C, 1, qkv[2]);
+    } else {
+        LAYER("attn.c_attn.weight", QKV, C, 1, c_attn);
+    }
     if (qkv_bias) LAYER("attn.c_attn.bias", 1, QKV, 0, c_attn_bias);
     LAYER("attn.c_proj.weight", C, C, 1, attn_proj);
     if (out_bias) LAYER("attn.c_proj.bias", 1, C, 0, attn_proj_bias);
@@ -224,13 +237,23 @@ static uint32_t entry_type(const FileHeader *h, const TensorEntry *e, const Tens
     return e->type;
 }
 
-/* Bytes of an entry's tensor in the file in its weight type: one layer's, or all layers'. */
-static uint64_t entry_bytes(const Expected *e, uint32_t type, const char *name) {
+/* Values of an entry's tensor: one layer's, or all layers'. */
+static uint64_t entry_values(const Expected *e, const char *name) {
     const TensorSpec *t = e->spec;
     uint64_t layers = e->layer < 0 ? t->layers : 1;
     uint64_t n = mul_or_die(mul_or_die(layers, t->rows, name), t->cols, name);
     mul_or_die(n, 4, name); /* no format stores more than float32: no size can overflow */
-    return weight_type(type)->bytes(n);
+    return n;
+}
+
+/* A block format's blocks each have finite scales: a file with an infinite or NaN one (from a
+ * stranger, or corrupted) is refused here rather than giving NaN logits. */
+static void check_blocks(const uint8_t *data, uint64_t n, uint32_t type, const char *name) {
+    const WeightType *t = weight_type(type);
+    uint64_t bad;
+    if (t->check && !t->check(data, n, &bad))
+        die("model file: tensor '%s' (%s) block %llu has a scale that is infinite or NaN", name, t->name,
+            (unsigned long long)bad);
 }
 
 /* Point the entry's Matrix or vector (each layer's, when stacked) at its part of the data. */
@@ -296,6 +319,7 @@ static void load_header(const ModelFile *f, Config *c) {
     c->vocab_padded = field("vocab_padded", h->vocab_padded, h->vocab_size, 1u << 24);
     c->gelu = field("gelu", h->gelu, 0, 1);
     c->tied_head = field("tied_head", h->tied_head, 0, 1);
+    c->qkv_apart = 0; /* a version 4 field, below */
     if (h->version == 1) { /* GPT-2's block: its bias flag means every bias or none */
         c->bias = field("bias", h->bias, 0, 1) ? BIAS_ALL : 0;
         c->pos_kind = field("pos_kind", h->pos_kind, POS_LEARNED, POS_SINUSOIDAL);
@@ -316,8 +340,9 @@ static void load_header(const ModelFile *f, Config *c) {
     if (h->version >= 4) { /* each tensor names its type */
         field("weight_type", h->weight_type, 0, 0);
         field("group_size", h->group_size, 0, 0);
+        c->qkv_apart = field("qkv_apart", h->qkv_apart, 0, 1);
     } else {
-        const WeightType *type = weight_type((uint32_t)field("weight_type", h->weight_type, 0, WT_COUNT - 1));
+        const WeightType *type = weight_type((uint32_t)field("weight_type", h->weight_type, 0, WT_Q4_0));
         uint32_t group = type->block > 1 ? (uint32_t)type->block : 0;
         field("group_size", h->group_size, group, group);
         if (c->n_embd % type->block || c->n_hidden % type->block)
@@ -417,7 +442,7 @@ static void load_tensors(const ModelFile *f, Config *c, TransformerWeights *w) {
             die("model file: tensor %llu should be '%s' but the table has '%.*s'", (unsigned long long)i, name,
                 (int)name_len, found);
         uint32_t type = entry_type(h, &e, expected.spec, name);
-        uint64_t expect = entry_bytes(&expected, type, name);
+        uint64_t values = entry_values(&expected, name), expect = weight_type(type)->bytes(values);
         if (e.size != expect)
             die("model file: tensor '%s' has %llu bytes, its shape (%llu, %llu) as %s needs %llu", name,
                 (unsigned long long)e.size, (unsigned long long)expected.spec->rows,
@@ -429,8 +454,13 @@ static void load_tensors(const ModelFile *f, Config *c, TransformerWeights *w) {
             die("model file: tensor '%s' at offset %llu overlaps what comes before it (ends at %llu)", name,
                 (unsigned long long)e.offset, (unsigned long long)end);
         check_range(name, e.offset, e.size, f->size);
+        check_blocks(f->data + e.offset, values, type, name);
         place_entry(&expected, type, f->data + e.offset);
         end = e.offset + e.size;
+    }
+    for (int l = 0; l < c->n_layer && c->qkv_apart; l++) { /* the fused projection, as its three parts */
+        LayerWeights *L = &w->layer[l];
+        L->c_attn = (Matrix){.type = L->qkv[0].type, .rows = c->qkv_dim, .cols = c->n_embd, .parts = L->qkv, .n_parts = 3};
     }
     if (c->tied_head) w->lm_head = w->wte;
     w->lm_head.rows = c->vocab_size; /* padded rows are never computed */

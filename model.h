@@ -63,7 +63,11 @@
  *                      0: freq_i = rope_theta^(-2i/head_size). POS_ROTARY only.
  *   128 metadata_offset    8 bytes, version 4
  *   136 metadata_size      8 bytes, version 4
- *   144 reserved, zero up to byte 256 (from 128 before version 4)
+ *   144 qkv_apart      version 4: 1 when each layer's query, key and value projections are three
+ *                      tensors of their own types (attn.q.weight, attn.k.weight, attn.v.weight:
+ *                      a GGUF's, or llama.cpp's mixes, give the value projection more bits), in
+ *                      place of the fused attn.c_attn.weight; their rows are its rows, in order
+ *   148 reserved, zero up to byte 256 (from 144 in version 4 before qkv_apart, 128 before it)
  *
  * Rotary positions (RoPE, Su et al. 2021, "RoFormer", section 3.4.2): after the query/key/value
  * projection, each head's query and key are rotated by their position p, dimensions (2i, 2i+1)
@@ -143,7 +147,11 @@
  *   [rope_freqs (head_size / 2)]              POS_ROTARY with rope_freqs = 1
  *   per layer:
  *     ln_1.weight (C), [ln_1.bias (C)]        the norm before attention; bias: BIAS_NORM
- *     attn.c_attn.weight (QKV, C)             query, key and value projections, fused
+ *     attn.c_attn.weight (QKV, C)             query, key and value projections, fused; with
+ *                                             qkv_apart (version 4) in its place:
+ *       attn.q.weight (n_head head_size, C)     the query projection
+ *       attn.k.weight (n_kv_head head_size, C)  the key projection
+ *       attn.v.weight (n_kv_head head_size, C)  the value projection
  *     [attn.c_attn.bias (QKV)]                BIAS_QKV
  *     attn.c_proj.weight (C, C)               attention's output projection
  *     [attn.c_proj.bias (C)]                  BIAS_ATTN_OUT
@@ -163,7 +171,10 @@
  * may have any weight type whose block divides its row (cols); every other tensor is f32. The
  * weight types' layouts are kernels/types.h's: f32, q8_0 (int8 quants, then a float32 scale per
  * 32 along a row), q4_0 (4-bit quants two to a byte, then the scales; export.py makes a group's
- * largest magnitude quant -8: scale = that value / -8).
+ * largest magnitude quant -8: scale = that value / -8); and GGUF's formats exactly as a GGUF file
+ * stores them (ggml's block structs, rows of whole blocks): q5_0, q5_1 (blocks of 32 values), q4_k,
+ * q5_k, q6_k (super-blocks of 256), f16 and bf16 (version 4 only). The loader refuses a block
+ * whose binary16 scale is infinite or NaN.
  */
 #ifndef MODEL_H
 #define MODEL_H
@@ -199,7 +210,8 @@ typedef struct {
     float rope_theta;
     uint32_t rope_freqs;
     uint64_t metadata_offset, metadata_size; /* version 4 */
-    uint8_t reserved[HEADER_SIZE - 144];
+    uint32_t qkv_apart;                      /* version 4 */
+    uint8_t reserved[HEADER_SIZE - 148];
 } FileHeader;
 
 typedef struct {
@@ -211,7 +223,8 @@ typedef struct {
 
 _Static_assert(sizeof(FileHeader) == HEADER_SIZE, "FileHeader must be 256 bytes");
 _Static_assert(offsetof(FileHeader, norm) == 108 && offsetof(FileHeader, rope_freqs) == 124 &&
-               offsetof(FileHeader, metadata_size) == 136, "model.h's byte table");
+               offsetof(FileHeader, metadata_size) == 136 && offsetof(FileHeader, qkv_apart) == 144,
+               "model.h's byte table");
 _Static_assert(sizeof(TensorEntry) == 64, "TensorEntry must be 64 bytes");
 
 #endif

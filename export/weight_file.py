@@ -20,6 +20,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from model import BIAS_ALL, BIAS_ATTN_OUT, BIAS_FFN, BIAS_NORM, BIAS_QKV, GPT, GPTConfig  # noqa: E402
+import block_formats  # noqa: E402
 
 # ---- constants (model.h) -------------------------------------------------------------------
 
@@ -39,7 +40,11 @@ POS = {"learned": 0, "sinusoidal": 1, "rotary": 2}
 NORM = {"layer": 0, "rms": 1}
 FFN = {"gelu": 0, "swiglu": 1}
 WT_F32, WT_Q8_0, WT_Q4_0 = 0, 1, 2
-WEIGHT_TYPES = {"f32": WT_F32, "q8_0": WT_Q8_0, "q4_0": WT_Q4_0}
+# kernels/types.h's WT_*: ours, then GGUF's block and 16-bit formats (block_formats.py)
+WEIGHT_TYPES = {"f32": WT_F32, "q8_0": WT_Q8_0, "q4_0": WT_Q4_0, "q5_0": 3, "q4_k": 4, "q6_k": 5, "q5_k": 6,
+                "q5_1": 7, "f16": 8, "bf16": 9}
+# --dtype's mixes: a type per matrix as llama.cpp's llama-quantize chooses it (weight_types_of)
+MIXES = ("q4_k_m", "q5_k_m")
 PRETOK = {"char": 0, "gpt2": 1, "cl100k": 2, "whole": 3, "digits_gpt2": 4, "qwen2": 5}
 # the tokenizer section's flags and token kinds (model.h)
 TOK_MERGE_PAIRS, TOK_WHOLE_PIECES, TOK_SENTENCEPIECE, TOK_BYTE_FALLBACK = 1, 2, 4, 8
@@ -55,11 +60,11 @@ HEADER_FIELDS = [
     ("weight_type", "I"), ("group_size", "I"), ("n_tensors", "I"), ("tokenizer_offset", "Q"),
     ("tokenizer_size", "Q"), ("tensors_offset", "Q"), ("file_size", "Q"), ("meta_crc32", "I"),
     ("norm", "I"), ("ffn", "I"), ("n_kv_head", "I"), ("rope_theta", "f"), ("rope_freqs", "I"),  # version 2
-    ("metadata_offset", "Q"), ("metadata_size", "Q"),  # version 4
+    ("metadata_offset", "Q"), ("metadata_size", "Q"), ("qkv_apart", "I"),  # version 4
 ]
 HEADER_FORMAT = "<" + "".join(code for _, code in HEADER_FIELDS)
 CRC_OFFSET = struct.calcsize("<" + "".join(code for _, code in HEADER_FIELDS[:22]))  # meta_crc32
-assert CRC_OFFSET == 104 and struct.calcsize(HEADER_FORMAT) == 144
+assert CRC_OFFSET == 104 and struct.calcsize(HEADER_FORMAT) == 148
 
 
 from output_files import ExportError, write_output  # noqa: E402
@@ -193,7 +198,8 @@ LAYER_PARTS = [
 ]
 # Matrices: quantized in a q8_0 or q4_0 file. Norms, biases and position tables stay float32.
 MATRICES = {"wte", "attn.c_attn.weight", "attn.c_proj.weight", "mlp.gate.weight", "mlp.c_fc.weight",
-            "mlp.c_proj.weight", "lm_head.weight"}
+            "mlp.c_proj.weight", "lm_head.weight", "attn.q.weight", "attn.k.weight", "attn.v.weight"}
+QKV_PARTS = ("attn.q.weight", "attn.k.weight", "attn.v.weight")  # a qkv_apart file's, in place of attn.c_attn.weight
 
 
 def layer_parts(c: GPTConfig) -> list[str]:
@@ -269,13 +275,35 @@ def unpack_q4(packed: np.ndarray) -> np.ndarray:
     return np.concatenate([(g & 15).astype(np.int8) - 8, (g >> 4).astype(np.int8) - 8], axis=1).reshape(-1)
 
 
+def quantize_q8_like_ggml(arr: np.ndarray) -> bytes:
+    """q8_0 with ggml's numbers (quantize_row_q8_0_ref): d = max|w| / 127 rounded to binary16,
+    quant = roundf(w / d) (halves away from zero) from the unrounded d; in our layout, d as a
+    float32 scale: the values a GGUF Q8_0 tensor holds, for the mixes that follow llama.cpp."""
+    groups = np.ascontiguousarray(arr, dtype=np.float32).reshape(-1, QUANT_GROUP)
+    d = (np.abs(groups).max(axis=1) / np.float32(127)).astype(np.float32)
+    inv = np.divide(np.float32(1), d, out=np.zeros_like(d), where=d != 0).astype(np.float32)
+    scaled = (groups * inv[:, None]).astype(np.float32)
+    quants = (np.sign(scaled) * np.floor(np.abs(scaled) + np.float32(0.5))).astype(np.int8)
+    q = quants.tobytes()
+    return q + b"\0" * (-len(q) % 4) + block_formats.f16_round(d).astype("<f4").tobytes()
+
+
 def tensor_data(arr: np.ndarray, dtype: str) -> bytes:
-    """A tensor's bytes in the file in weight type dtype."""
+    """A tensor's bytes in the file in weight type dtype (q8_0_ggml: q8_0 with ggml's numbers)."""
     if dtype == "q8_0":
         return quantize_q8(arr)
+    if dtype == "q8_0_ggml":
+        return quantize_q8_like_ggml(arr)
     if dtype == "q4_0":
         return quantize_q4(arr)
+    if dtype in block_formats.FORMATS:
+        return block_formats.quantize(arr, dtype)
     return np.ascontiguousarray(arr, dtype="<f4").tobytes()
+
+
+def type_block(wtype: str) -> int:
+    """Values per block of a weight type: a row's length must be a multiple of it."""
+    return block_formats.FORMATS[wtype][0] if wtype in block_formats.FORMATS else 1 if wtype == "f32" else QUANT_GROUP
 
 
 @dataclass
@@ -318,32 +346,82 @@ class QuantizedMatrix:
         return (q8_0_bytes if self.wtype == "q8_0" else q4_0_bytes)(self.quants, self.scales)
 
 
+@dataclass
+class BlockMatrix:
+    """A matrix (rows, cols) in one of GGUF's block or 16-bit formats (block_formats.py), kept as
+    its bytes: raw (rows, bytes of a row). What an import of a GGUF's tensors copies block for
+    block."""
+    wtype: str
+    raw: np.ndarray
+    cols: int
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.raw.shape[0], self.cols
+
+    def dequantized(self) -> np.ndarray:
+        """float32 (rows, cols): as ggml's dequantize_row_* (and run's row read) gives them."""
+        return block_formats.dequantize(np.ascontiguousarray(self.raw), self.wtype, self.shape)
+
+    def rows(self, order: np.ndarray) -> "BlockMatrix":
+        return BlockMatrix(self.wtype, self.raw[order], self.cols)
+
+    def widened(self) -> QuantizedMatrix:
+        """q5_0 as q8_0: the same numbers (its 5-bit numbers - 16 fit int8, d is the scale)."""
+        assert self.wtype == "q5_0"
+        blocks = np.ascontiguousarray(self.raw).reshape(-1, 22)
+        quants = (block_formats.numbers(blocks, "q5_0") - 16).astype(np.int8)
+        scales = block_formats.halves(blocks, 0)
+        return QuantizedMatrix("q8_0", quants.reshape(self.shape), scales.reshape(self.shape[0], -1))
+
+    def data(self) -> bytes:
+        return np.ascontiguousarray(self.raw).tobytes()
+
+
+def same_type(parts: list) -> bool:
+    """Whether matrices are all of one weight type (float32 values, or one quantized type)."""
+    kinds = {(type(p).__name__, getattr(p, "wtype", "f32")) for p in parts}
+    return len(kinds) == 1
+
+
 def stack_rows(parts: list["np.ndarray | QuantizedMatrix"]) -> "np.ndarray | QuantizedMatrix":
     """Matrices with the same columns, one below the other (the fused query/key/value
     projection), in the narrowest type that holds every part's numbers exactly: q4_0 if all are,
     q8_0 if all are quantized (q4_0 widened), else float32 (quantized parts dequantized, exactly)."""
+    if all(isinstance(p, BlockMatrix) for p in parts) and same_type(parts):
+        return BlockMatrix(parts[0].wtype, np.concatenate([p.raw for p in parts]), parts[0].cols)
     if all(isinstance(p, QuantizedMatrix) for p in parts):
         if len({p.wtype for p in parts}) > 1:
             parts = [p.widened() for p in parts]
         return QuantizedMatrix(parts[0].wtype, np.concatenate([p.quants for p in parts]),
                                np.concatenate([p.scales for p in parts]))
-    return np.concatenate([p.dequantized() if isinstance(p, QuantizedMatrix) else np.asarray(p, np.float32)
+    return np.concatenate([p.dequantized() if isinstance(p, (QuantizedMatrix, BlockMatrix)) else np.asarray(p, np.float32)
                            for p in parts])
 
 
 @dataclass
 class FileTensor:
     """One tensor of a weight file as stored: float32 values, or for a q8_0 or q4_0 matrix its
-    quants as int8 (shape) and float32 scales (shape[:-1] + (cols // group,)). A tensor stacked
-    over layers whose layers have different types keeps them apart (parts, one a layer)."""
+    quants as int8 (shape) and float32 scales (shape[:-1] + (cols // group,)), or for a block or
+    16-bit format (block_formats.py) its bytes (shape[:-1] + (bytes of a row,)) in fmt. A tensor
+    stacked over layers whose layers have different types keeps them apart (parts, one a layer)."""
     values: np.ndarray | None
     scales: np.ndarray | None = None
     parts: list["FileTensor"] | None = None
+    fmt: str | None = None
+    raw: np.ndarray | None = None
+    shape: tuple | None = None  # a block format's shape in values
+    row_parts: list["FileTensor"] | None = None  # a matrix of parts (model.h's qkv_apart): their rows, in order
 
     def dequantized(self) -> np.ndarray:
-        """float32 values; a quantized value is quant * scale rounded to float32, as run.c does."""
+        """float32 values; a quantized value is quant * scale rounded to float32, as run.c does;
+        a block format's as ggml computes them (exactly what run.c's row read gives)."""
         if self.parts is not None:
             return np.stack([p.dequantized() for p in self.parts])
+        if self.row_parts is not None:
+            return np.concatenate([p.dequantized() for p in self.row_parts])
+        if self.fmt is not None:
+            return block_formats.dequantize(self.raw, self.fmt, self.shape)
         if self.scales is None:
             return self.values
         group = self.values.shape[-1] // self.scales.shape[-1]
@@ -353,7 +431,15 @@ class FileTensor:
         """Layer i of a tensor stacked over layers."""
         if self.parts is not None:
             return self.parts[i]
+        if self.fmt is not None:
+            return FileTensor(None, fmt=self.fmt, raw=self.raw[i], shape=self.shape[1:])
         return FileTensor(self.values[i], None if self.scales is None else self.scales[i])
+
+    def rows(self, count: int) -> "FileTensor":
+        """The first count rows of a matrix (the output head's real rows)."""
+        if self.fmt is not None:
+            return FileTensor(None, fmt=self.fmt, raw=self.raw[:count], shape=(count, *self.shape[1:]))
+        return FileTensor(self.values[:count], None if self.scales is None else self.scales[:count])
 
 
 def tensor_at(raw: bytes, offset: int, size: int, shape: tuple, wtype: int) -> FileTensor:
@@ -369,6 +455,13 @@ def tensor_at(raw: bytes, offset: int, size: int, shape: tuple, wtype: int) -> F
         quants = unpack_q4(np.frombuffer(raw, np.uint8, count // 2, offset)).reshape(shape)
         scales = np.frombuffer(raw, "<f4", count // group, offset + count // 2 + (-(count // 2) % 4))
         return FileTensor(quants, scales.reshape(*shape[:-1], shape[-1] // group))
+    name = {v: k for k, v in WEIGHT_TYPES.items()}.get(wtype)
+    if name in block_formats.FORMATS:
+        block, block_bytes = block_formats.FORMATS[name]
+        row = shape[-1] // block * block_bytes
+        if shape[-1] % block == 0 and size == count // block * block_bytes:
+            raw_bytes = np.frombuffer(raw, np.uint8, size, offset).reshape(*shape[:-1], row)
+            return FileTensor(None, fmt=name, raw=raw_bytes, shape=tuple(shape))
     raise ExportError(f"tensor at {offset}: {size} bytes do not fit shape {shape} as weight type {wtype}")
 
 
@@ -378,13 +471,30 @@ def align(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
-def file_entries(tensors: list[tuple[str, np.ndarray]], version: int) -> list[tuple[str, str, np.ndarray]]:
+def qkv_rows(c: GPTConfig) -> list[int]:
+    """The rows of the query, key and value projections in the fused one."""
+    hs = c.n_embd // c.n_head
+    return [c.n_head * hs, c.n_kv_head * hs, c.n_kv_head * hs]
+
+
+def file_entries(tensors: list[tuple[str, np.ndarray]], version: int,
+                 qkv_apart: GPTConfig | None = None) -> list[tuple[str, str, np.ndarray]]:
     """The tensor table's entries (name, base name, array) in file order: version 4 lists each
     layer's tensors apart, named h.L.NAME, after the model's first tensors and before its last
-    ones; earlier versions list the stacked tensors as they are."""
+    ones (qkv_apart, a configuration: the fused query/key/value projection as its three parts);
+    earlier versions list the stacked tensors as they are."""
     if version < 4:
         return [(name, name, arr) for name, arr in tensors]
-    layer_names = {name for name, _ in LAYER_PARTS}
+    if qkv_apart is not None:
+        bounds = np.cumsum([0, *qkv_rows(qkv_apart)])
+        split = []
+        for name, arr in tensors:
+            if name == "attn.c_attn.weight":
+                split += [(part, arr[:, bounds[i]:bounds[i + 1]]) for i, part in enumerate(QKV_PARTS)]
+            else:
+                split.append((name, arr))
+        tensors = split
+    layer_names = {name for name, _ in LAYER_PARTS} | set(QKV_PARTS)
     first = [t for t in tensors[:3] if t[0] in ("wte", "wpe", "rope_freqs")]
     stacked = [t for t in tensors if t[0] in layer_names]
     last = tensors[len(first) + len(stacked):]
@@ -394,23 +504,58 @@ def file_entries(tensors: list[tuple[str, np.ndarray]], version: int) -> list[tu
     return out + [(name, name, arr) for name, arr in last]
 
 
-def entry_types(entries: list[tuple[str, str, np.ndarray]], dtype: str, tensor_types: dict[str, str] | None) -> list[str]:
+def use_more_bits(layer: int, n_layer: int) -> bool:
+    """llama.cpp's layers that get more bits in its _M mixes: the first and last eighth, and
+    every third between."""
+    return layer < n_layer // 8 or layer >= 7 * n_layer // 8 or (layer - n_layer // 8) % 3 == 2
+
+
+# llama.cpp's replacement for a k type where a row is not a multiple of its 256 values
+K_FALLBACK = {"q4_k": "q5_0", "q5_k": "q5_1", "q6_k": "q8_0_ggml"}
+
+
+def dtype_type(dtype: str, name: str, base: str, cols: int, n_layer: int, tied: bool) -> str:
+    """The weight type --dtype gives matrix `name` as llama.cpp's llama-quantize gives its GGUF
+    tensor (without an imatrix): q4_k_m and q5_k_m: the output head (and a tied embedding)
+    q6_k, the value projection (our fused query/key/value, as llama.cpp treats GPT-2's fused
+    one) and the down projection q6_k on use_more_bits() layers, the rest q4_k (q5_k); q6_k: every
+    matrix q6_k; then a k type whose 256 values do not divide the row falls back as llama.cpp's
+    does (q4_k to q5_0, q5_k to q5_1, q6_k to q8_0 with ggml's numbers), and a row not a multiple
+    of 32 to f16. Any other dtype is every matrix's type."""
+    if dtype not in MIXES and dtype != "q6_k":
+        return dtype
+    layer = int(name.split(".")[1]) if name.startswith("h.") else -1
+    base_type = {"q4_k_m": "q4_k", "q5_k_m": "q5_k", "q6_k": "q6_k"}[dtype]
+    wtype = base_type
+    if base == "lm_head.weight" or (base == "wte" and tied):
+        wtype = "q6_k"
+    elif dtype in MIXES and base in ("attn.c_attn.weight", "attn.v.weight", "mlp.c_proj.weight") and layer >= 0 \
+            and use_more_bits(layer, n_layer):
+        wtype = "q6_k"
+    if cols % 256:
+        wtype = K_FALLBACK[wtype]
+    return wtype if cols % QUANT_GROUP == 0 else "f16"
+
+
+def entry_types(entries: list[tuple[str, str, np.ndarray]], dtype: str, tensor_types: dict[str, str] | None,
+                n_layer: int = 0, tied: bool = False) -> list[str]:
     """Each entry's weight type: f32 for what is not a matrix; for a matrix the type of the first
-    pattern of tensor_types (fnmatch, on the entry's name) that matches it, else dtype: a mix."""
+    pattern of tensor_types (fnmatch, on the entry's name) that matches it, else dtype's
+    (dtype_type: a mix chooses per matrix)."""
     import fnmatch
     types = []
     for pattern, chosen in (tensor_types or {}).items():
         if chosen not in WEIGHT_TYPES:
             raise ExportError(f"unknown weight type {chosen!r} for {pattern}: choose from {', '.join(WEIGHT_TYPES)}")
     for name, base, arr in entries:
-        wtype = dtype if base in MATRICES else "f32"
+        wtype = dtype_type(dtype, name, base, arr.shape[-1], n_layer, tied) if base in MATRICES else "f32"
         for pattern, chosen in (tensor_types or {}).items():
             if base in MATRICES and fnmatch.fnmatchcase(name, pattern):
                 wtype = chosen
                 break
-        if wtype != "f32" and arr.shape[-1] % QUANT_GROUP:
+        if arr.shape[-1] % type_block(wtype):
             raise ExportError(f"tensor {name}'s rows of {arr.shape[-1]} values are not a multiple of {wtype}'s "
-                              f"{QUANT_GROUP}; export it as f32")
+                              f"{type_block(wtype)}; export it as f32")
         types.append(wtype)
     return types
 
@@ -429,23 +574,23 @@ def metadata_section(metadata: dict[str, str | bytes]) -> bytes:
 
 def model_bytes_layout(c: GPTConfig | None, tok: TokenizerData, tensors: list[tuple[str, np.ndarray]],
                        dtype: str = "f32", version: int = VERSION, tensor_types: dict[str, str] | None = None,
-                       metadata: dict[str, str] | None = None):
+                       metadata: dict[str, str] | None = None, qkv_apart: bool = False):
     """The file as pieces (offset, bytes): the metadata block (header, tokenizer section,
     metadata section, tensor table, with the CRC-32 filled in), then each tensor. Returns (pieces,
     file size)."""
-    if version < 4 and (tensor_types or metadata):
-        raise ExportError(f"format version {version} has one weight type and no metadata")
-    entries = file_entries(tensors, version)
-    types = entry_types(entries, dtype, tensor_types)
+    if version < 4 and (tensor_types or metadata or qkv_apart or dtype not in ("f32", "q8_0", "q4_0")):
+        raise ExportError(f"format version {version} has one weight type of f32, q8_0 and q4_0, and no metadata")
+    entries = file_entries(tensors, version, c if qkv_apart else None)
+    types = entry_types(entries, dtype, tensor_types, c.n_layer if c is not None else 0, bool(c and c.tied_head))
     table = [(name, wtype, tensor_data(arr, wtype)) for (name, _, arr), wtype in zip(entries, types)]
-    return file_layout(c, tok, table, dtype, version, metadata)
+    return file_layout(c, tok, table, dtype, version, metadata, qkv_apart)
 
 
 def file_layout(c: GPTConfig | None, tok: TokenizerData, table: list[tuple[str, str, bytes]], dtype: str = "f32",
-                version: int = VERSION, metadata: dict[str, str] | None = None):
+                version: int = VERSION, metadata: dict[str, str] | None = None, qkv_apart: bool = False):
     """The pieces (offset, bytes) and size of a file whose tensor table is `table`: (entry name,
-    weight type, the tensor's bytes in that type) in file order. dtype: the header's weight type
-    (versions 1-3)."""
+    weight type, the tensor's bytes in that type) in file order (q8_0_ggml: q8_0 with ggml's
+    numbers). dtype: the header's weight type (versions 1-3)."""
     tok_bytes = tokenizer_section(tok, version)
     tok_off = HEADER_SIZE
     meta_bytes = metadata_section(metadata or {}) if version >= 4 else b""
@@ -455,8 +600,8 @@ def file_layout(c: GPTConfig | None, tok: TokenizerData, table: list[tuple[str, 
     entries, placed = [], []
     for name, wtype, data in table:
         if version >= 4:
-            entries.append(struct.pack(f"<{TENSOR_NAME_LEN}sIIQQ", name.encode(), WEIGHT_TYPES[wtype], 0, offset,
-                                       len(data)))
+            entries.append(struct.pack(f"<{TENSOR_NAME_LEN}sIIQQ", name.encode(), WEIGHT_TYPES[wtype.removesuffix("_ggml")], 0,
+                                       offset, len(data)))
         else:
             entries.append(struct.pack(f"<{TENSOR_NAME_LEN + 8}sQQ", name.encode(), offset, len(data)))
         placed.append((offset, data))
@@ -466,7 +611,7 @@ def file_layout(c: GPTConfig | None, tok: TokenizerData, table: list[tuple[str, 
     fields = dict(magic=MAGIC, version=version, header_size=HEADER_SIZE, n_tensors=len(table),
                   tokenizer_offset=tok_off, tokenizer_size=len(tok_bytes), tensors_offset=table_off, file_size=end)
     if version >= 4:
-        fields.update(metadata_offset=meta_off, metadata_size=len(meta_bytes))
+        fields.update(metadata_offset=meta_off, metadata_size=len(meta_bytes), qkv_apart=int(qkv_apart))
     if c is None:  # tokenizer-only file: n_layer 0, the rest zero
         fields.update(vocab_size=len(tok.tokens), vocab_padded=len(tok.tokens))
     else:
@@ -487,12 +632,13 @@ def file_layout(c: GPTConfig | None, tok: TokenizerData, table: list[tuple[str, 
     return [(0, bytes(meta)), *placed], end
 
 
-def entry_names(c: GPTConfig) -> list[str]:
+def entry_names(c: GPTConfig, qkv_apart: bool = False) -> list[str]:
     """The tensor table's names of a version 4 file of configuration c, in file order (model.h's
     list; file_entries() gives the same for a model's tensors)."""
     first = ["wte"] + (["wpe"] if c.pos == "learned" else []) + \
         (["rope_freqs"] if c.pos == "rotary" and c.rope_freqs is not None else [])
-    layers = [f"h.{layer}.{part}" for layer in range(c.n_layer) for part in layer_parts(c)]
+    parts = [p for part in layer_parts(c) for p in (QKV_PARTS if qkv_apart and part == "attn.c_attn.weight" else [part])]
+    layers = [f"h.{layer}.{part}" for layer in range(c.n_layer) for part in parts]
     last = ["ln_f.weight"] + (["ln_f.bias"] if c.has_bias(BIAS_NORM) else []) + \
         ([] if c.tied_head else ["lm_head.weight"])
     return first + layers + last
@@ -513,34 +659,40 @@ def write_atomically(out: Path, pieces: list[tuple[int, bytes]], total: int) -> 
 
 
 def write_model(out: Path, model: GPT | None, tok: TokenizerData, dtype: str = "f32", *, version: int = VERSION,
-                tensor_types: dict[str, str] | None = None, metadata: dict[str, str] | None = None) -> int:
+                tensor_types: dict[str, str] | None = None, metadata: dict[str, str] | None = None,
+                qkv_apart: bool | None = None) -> int:
     """The weight file of model (None: a tokenizer-only file) and tok, its matrices in weight type
     dtype unless a pattern of tensor_types names another (a mix), with metadata (version 4; 3 for
-    the tests of older files); returns its size in bytes."""
+    the tests of older files); returns its size in bytes. qkv_apart: the query, key and value
+    projections as three tensors (model.h); None: as llama.cpp keeps them in its mixes, apart for
+    the Llama family's block (a mix gives the value projection more bits), fused for GPT-2's."""
     c = model.config if model is not None else None
+    if qkv_apart is None:
+        qkv_apart = c is not None and dtype in MIXES and c.ffn == "swiglu"
     if c is not None and len(tok.tokens) != c.vocab_size:
         raise ExportError(f"tokenizer has {len(tok.tokens)} tokens but the model's vocab_size is {c.vocab_size}")
-    if dtype not in WEIGHT_TYPES:
-        raise ExportError(f"unknown weight type {dtype!r}: choose from {', '.join(WEIGHT_TYPES)}")
-    if c is not None and dtype != "f32" and (c.n_embd % QUANT_GROUP or c.n_hidden % QUANT_GROUP):
-        raise ExportError(f"{dtype} needs n_embd and n_hidden to be multiples of {QUANT_GROUP} "
+    if dtype not in WEIGHT_TYPES and dtype not in MIXES:
+        raise ExportError(f"unknown weight type {dtype!r}: choose from {', '.join([*WEIGHT_TYPES, *MIXES])}")
+    block = QUANT_GROUP if dtype in MIXES or dtype == "q6_k" else type_block(dtype)  # the k mixes fall back where 256 does not divide
+    if c is not None and (c.n_embd % block or c.n_hidden % block):
+        raise ExportError(f"{dtype} needs n_embd and n_hidden to be multiples of {block} "
                           f"(found {c.n_embd} and {c.n_hidden}); export with --dtype f32")
     tensors = file_tensors(model) if model is not None else []
-    pieces, total = model_bytes_layout(c, tok, tensors, dtype, version, tensor_types, metadata)
+    pieces, total = model_bytes_layout(c, tok, tensors, dtype, version, tensor_types, metadata, qkv_apart)
     write_atomically(out, pieces, total)
     return total
 
 
 def write_file(out: Path, c: GPTConfig, tok: TokenizerData, table: list[tuple[str, str, bytes]],
-               metadata: dict[str, str] | None = None) -> int:
+               metadata: dict[str, str] | None = None, qkv_apart: bool = False) -> int:
     """A version 4 file whose tensors are given already in their types' bytes: table holds (entry
-    name, weight type, bytes) in entry_names(c)'s order (an import that keeps another format's
-    quantized numbers as they are). Returns its size in bytes."""
-    if [name for name, _, _ in table] != entry_names(c):
+    name, weight type, bytes) in entry_names(c, qkv_apart)'s order (an import that keeps another
+    format's quantized numbers as they are). Returns its size in bytes."""
+    if [name for name, _, _ in table] != entry_names(c, qkv_apart):
         raise ExportError(f"the tensors {[name for name, _, _ in table][:6]}... are not model.h's list for this block")
     if len(tok.tokens) != c.vocab_size:
         raise ExportError(f"tokenizer has {len(tok.tokens)} tokens but the model's vocab_size is {c.vocab_size}")
-    pieces, total = file_layout(c, tok, table, "f32", VERSION, metadata)
+    pieces, total = file_layout(c, tok, table, "f32", VERSION, metadata, qkv_apart)
     write_atomically(out, pieces, total)
     return total
 
@@ -586,6 +738,8 @@ def read_tensors(path: Path) -> tuple[GPTConfig | None, TokenizerData, dict[str,
         offset, size, _ = table["rope_freqs"]
         cfg.rope_freqs = np.frombuffer(raw, "<f4", size // 4, offset).tolist()
     shapes = {name: arr.shape for name, arr in file_tensors(GPT(cfg))}
+    if h["version"] >= 4 and h["qkv_apart"]:
+        shapes.update({part: (cfg.n_layer, rows, cfg.n_embd) for part, rows in zip(QKV_PARTS, qkv_rows(cfg))})
     tensors, layers = {}, {}
     for name, (offset, size, wtype) in table.items():
         if name.startswith("h."):  # version 4: one layer's; stacked below
@@ -595,11 +749,19 @@ def read_tensors(path: Path) -> tuple[GPTConfig | None, TokenizerData, dict[str,
             tensors[name] = tensor_at(raw, offset, size, shapes[name], wtype)
     for base, parts in layers.items():
         parts = [parts[i] for i in range(cfg.n_layer)]
-        if all((p.scales is None) == (parts[0].scales is None) and p.values.dtype == parts[0].values.dtype for p in parts):
+        if parts[0].fmt is not None and all(p.fmt == parts[0].fmt for p in parts):
+            tensors[base] = FileTensor(None, fmt=parts[0].fmt, raw=np.stack([p.raw for p in parts]),
+                                       shape=(cfg.n_layer, *parts[0].shape))
+        elif all(p.fmt is None and (p.scales is None) == (parts[0].scales is None) and p.values.dtype == parts[0].values.dtype
+                 for p in parts):
             tensors[base] = FileTensor(np.stack([p.values for p in parts]),
                                        None if parts[0].scales is None else np.stack([p.scales for p in parts]))
         else:
             tensors[base] = FileTensor(None, None, parts)
+    if all(part in tensors for part in QKV_PARTS):  # qkv_apart: each layer's fused projection, of its parts
+        parts = [tensors.pop(part) for part in QKV_PARTS]
+        tensors["attn.c_attn.weight"] = FileTensor(None, None, [FileTensor(None, row_parts=[p.layer(i) for p in parts])
+                                                                 for i in range(cfg.n_layer)])
     return cfg, tok, tensors
 
 

@@ -29,11 +29,41 @@
 
 /* ---- the fallback map ---------------------------------------------------------------------- */
 
+
 #if defined(KERNELS_X86)
 /* x86 multiplies quantized weights from panels rearranged at load, never group by group, and
  * has AVX-512's forms of a prompt's attention and of the float32 transpose only with AVX-512. */
 #define q8_0_group_dot q8_0_group_dot_generic
 #define q4_0_group_dot q4_0_group_dot_generic
+#define q5_0_group_dot q5_0_group_dot_generic
+#define q5_1_group_dot q5_1_group_dot_generic
+#define q4_k_block_dots q4_k_block_dots_generic
+#define q5_k_block_dots q5_k_block_dots_generic
+#define q6_k_block_dots q6_k_block_dots_generic
+#define q5_1_packed_matmul q5_1_matmul_generic
+#define q5_1_packed_bytes q5_1_packed_bytes_generic
+#define q5_1_pack q5_1_pack_generic
+#define q5_1_describe q5_1_describe_generic
+#if !defined(__F16C__) && !defined(__AVX512F__) /* the block formats' panels keep d as binary16 */
+#define q5_0_packed_matmul q5_0_matmul_generic
+#define q5_0_packed_bytes q5_0_packed_bytes_generic
+#define q5_0_pack q5_0_pack_generic
+#define q5_0_describe q5_0_describe_generic
+#define q4_k_packed_matmul q4_k_matmul_generic
+#define q4_k_packed_bytes q4_k_packed_bytes_generic
+#define q4_k_pack q4_k_pack_generic
+#define q4_k_describe q4_k_describe_generic
+#endif
+#define q5_k_packed_matmul q5_k_matmul_generic
+#define q5_k_packed_bytes q5_k_packed_bytes_generic
+#define q5_k_pack q5_k_pack_generic
+#define q5_k_describe q5_k_describe_generic
+#if !defined(__F16C__) && !defined(__AVX512F__)
+#define q6_k_packed_matmul q6_k_matmul_generic
+#define q6_k_packed_bytes q6_k_packed_bytes_generic
+#define q6_k_pack q6_k_pack_generic
+#define q6_k_describe q6_k_describe_generic
+#endif
 #if !defined(__AVX512F__)
 #define f32_transpose_blocks f32_transpose_blocks_generic
 #define attention_tile16 attention_tile16_generic
@@ -52,6 +82,21 @@
 #define q4_0_packed_matmul q4_0_matmul_generic
 #define q4_0_packed_bytes q4_0_packed_bytes_generic
 #define q4_0_pack q4_0_pack_generic
+#define q5_0_packed_matmul q5_0_matmul_generic
+#define q5_0_packed_bytes q5_0_packed_bytes_generic
+#define q5_0_pack q5_0_pack_generic
+#define q5_1_packed_matmul q5_1_matmul_generic
+#define q5_1_packed_bytes q5_1_packed_bytes_generic
+#define q5_1_pack q5_1_pack_generic
+#define q4_k_packed_matmul q4_k_matmul_generic
+#define q4_k_packed_bytes q4_k_packed_bytes_generic
+#define q4_k_pack q4_k_pack_generic
+#define q5_k_packed_matmul q5_k_matmul_generic
+#define q5_k_packed_bytes q5_k_packed_bytes_generic
+#define q5_k_pack q5_k_pack_generic
+#define q6_k_packed_matmul q6_k_matmul_generic
+#define q6_k_packed_bytes q6_k_packed_bytes_generic
+#define q6_k_pack q6_k_pack_generic
 #define f32_transpose_blocks f32_transpose_blocks_generic
 #define attention_tile16 attention_tile16_generic
 #if !defined(__ARM_FEATURE_DOTPROD)
@@ -76,6 +121,31 @@
 #define q4_0_packed_bytes q4_0_packed_bytes_generic
 #define q4_0_pack q4_0_pack_generic
 #define q4_0_describe q4_0_describe_generic
+#define q5_0_group_dot q5_0_group_dot_generic
+#define q5_1_group_dot q5_1_group_dot_generic
+#define q4_k_block_dots q4_k_block_dots_generic
+#define q5_k_block_dots q5_k_block_dots_generic
+#define q6_k_block_dots q6_k_block_dots_generic
+#define q5_0_packed_matmul q5_0_matmul_generic
+#define q5_0_packed_bytes q5_0_packed_bytes_generic
+#define q5_0_pack q5_0_pack_generic
+#define q5_0_describe q5_0_describe_generic
+#define q5_1_packed_matmul q5_1_matmul_generic
+#define q5_1_packed_bytes q5_1_packed_bytes_generic
+#define q5_1_pack q5_1_pack_generic
+#define q5_1_describe q5_1_describe_generic
+#define q4_k_packed_matmul q4_k_matmul_generic
+#define q4_k_packed_bytes q4_k_packed_bytes_generic
+#define q4_k_pack q4_k_pack_generic
+#define q4_k_describe q4_k_describe_generic
+#define q5_k_packed_matmul q5_k_matmul_generic
+#define q5_k_packed_bytes q5_k_packed_bytes_generic
+#define q5_k_pack q5_k_pack_generic
+#define q5_k_describe q5_k_describe_generic
+#define q6_k_packed_matmul q6_k_matmul_generic
+#define q6_k_packed_bytes q6_k_packed_bytes_generic
+#define q6_k_pack q6_k_pack_generic
+#define q6_k_describe q6_k_describe_generic
 #define key_dots key_dots_generic
 #define attention_tile16 attention_tile16_generic
 #endif

@@ -17,6 +17,7 @@
 
 #include "arch.h"
 #include "simd.h"
+#include "types.h"
 
 /* float32 -> binary16, round to nearest even, in portable C. */
 static inline uint16_t f16_from_f32(float f) {
@@ -40,19 +41,7 @@ static inline uint16_t f16_from_f32(float f) {
     return sign | (uint16_t)(bits - 0x4B000000u);
 }
 
-/* binary16 -> float32, exact, in portable C. */
-static inline float f32_from_f16(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exponent = (h >> 10) & 0x1Fu, fraction = h & 0x3FFu, x;
-    if (exponent == 0) { /* zero or subnormal: fraction * 2^-24 */
-        float f = (float)fraction * 5.9604644775390625e-8f;
-        return sign ? -f : f;
-    }
-    if (exponent == 0x1F) x = sign | 0x7F800000u | (fraction << 13); /* infinity, NaN */
-    else x = sign | ((exponent + 112u) << 23) | (fraction << 13);     /* bias 15 -> 127 */
-    float f;
-    memcpy(&f, &x, sizeof f);
-    return f;
-}
+/* binary16 -> float32: kernels/types.h's f32_from_f16, exact. */
 
 /* VW halves -> a vector of VW floats, one at a time. */
 __attribute__((unused)) static inline vf vf_load_f16_generic(const uint16_t *p) {

@@ -5,7 +5,7 @@
  *   matmul()               out (T, rows) = x (T, cols) @ W^T + bias: T = 1 (decode) is a
  *                          matrix-vector product bound by memory bandwidth; T > 1 (prefill, or
  *                          one token of each of T samples) works in tiles that reuse every weight
- *                          they load for many tokens
+ *                          they load for many tokens; a matrix of parts part by part
  *   prepare_weights()      at load: the matrices rearranged for the kernels that want it
  *   kernels_description()  the kernels this build runs on this CPU (for --info)
  */
@@ -22,8 +22,14 @@
 #include <string.h>
 
 #include "f32.h"
+#include "half.h"
 #include "matrix.h"
 #include "q4_0.h"
+#include "q4_k.h"
+#include "q5_0.h"
+#include "q5_1.h"
+#include "q5_k.h"
+#include "q6_k.h"
 #include "q8_0.h"
 #include "types.h"
 
@@ -33,6 +39,13 @@ static const MatrixKernels *matrix_kernels(int type) {
     case WT_F32: return &f32_kernels;
     case WT_Q8_0: return &q8_0_kernels;
     case WT_Q4_0: return &q4_0_kernels;
+    case WT_Q5_0: return &q5_0_kernels;
+    case WT_Q4_K: return &q4_k_kernels;
+    case WT_Q6_K: return &q6_k_kernels;
+    case WT_Q5_K: return &q5_k_kernels;
+    case WT_Q5_1: return &q5_1_kernels;
+    case WT_F16: return &f16_kernels;
+    case WT_BF16: return &bf16_kernels;
     default: return NULL;
     }
 }
@@ -42,7 +55,20 @@ static const MatrixKernels *matrix_kernels(int type) {
  * token (a sample's numbers are then those of a run on its own); T = 1 always is. */
 static void matmul(float *out, const float *x, const Matrix *w, const float *bias, int T, int separate,
                    MatmulScratch *scratch) {
-    matrix_kernels(w->type)->matmul(out, x, w, bias, T, separate, scratch);
+    if (!w->n_parts) {
+        matrix_kernels(w->type)->matmul(out, x, w, bias, T, separate, scratch);
+        return;
+    }
+    /* a matrix of parts: each part's product into scratch->part, then its rows into their columns
+     * of out (copies of T x rows floats, against T x rows x cols multiply-adds) */
+    for (int p = 0, r0 = 0; p < w->n_parts; r0 += w->parts[p++].rows) {
+        const Matrix *part = &w->parts[p];
+        matrix_kernels(part->type)->matmul(scratch->part, x, part, bias ? bias + r0 : NULL, T, separate, scratch);
+        ONE_THREAD({
+            for (int t = 0; t < T; t++)
+                memcpy(out + (size_t)t * w->rows + r0, scratch->part + (size_t)t * part->rows, (size_t)part->rows * sizeof(float));
+        });
+    }
 }
 
 /* Buffers for matmul() on up to max_tokens tokens of at most max_cols inputs, for matrices of
@@ -61,7 +87,14 @@ static int matmul_scratch_init(MatmulScratch *s, int max_tokens, int max_cols, u
     return 1;
 }
 
+/* The buffer of one part's product, for matrices of parts of up to max_rows rows each. */
+static int matmul_scratch_parts(MatmulScratch *s, int max_tokens, int max_rows) {
+    s->part = calloc((size_t)max_tokens * (size_t)max_rows, sizeof(float));
+    return s->part != NULL;
+}
+
 static void matmul_scratch_free(MatmulScratch *s) {
+    free(s->part);
     free(s->xt);
     free(s->q);
     free(s->scale);
@@ -86,7 +119,7 @@ static size_t prepare_weights(Matrix *const *matrices, int count, void *dst) {
 /* e.g. "x86: f32 avx512, q8_0 avx512-vnni, 16 rows (prefill ...), q4_0 ...": this build on this
  * CPU, from each format's record */
 static const char *kernels_description(void) {
-    static char text[512];
+    static char text[1024];
     int at = snprintf(text, sizeof text, "%s:", KERNELS_FAMILY);
     for (int type = 0; type < WT_COUNT && at > 0 && (size_t)at < sizeof text; type++)
         at += snprintf(text + at, sizeof text - (size_t)at, "%s %s %s", type ? "," : "", weight_types[type].name,

@@ -17,6 +17,7 @@ typedef struct {
     int8_t *q;    /* quantized formats: the activations quantized (kernels/quant.h) */
     float *scale; /*   their scales, one per group */
     int32_t *sum; /*   each group's sum of quants (offset weights) */
+    float *part;  /* a matrix of parts: one part's product (tokens, its rows), then placed */
 } MatmulScratch;
 
 /* What a weight format's kernels provide. */

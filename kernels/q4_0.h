@@ -35,7 +35,8 @@ static inline float dot_q4(const uint8_t *wq, const float *ws, const int8_t *xq,
     return quant_row_dot(wq, ws, xq, xs, n, q4_group_dot);
 }
 
-static float q4_row_dot(const Matrix *w, int r, const int8_t *xq, const float *xs) {
+static float q4_row_dot(const Matrix *w, int r, const int8_t *xq, const float *xs, const int32_t *xsum) {
+    (void)xsum;
     int n = w->cols;
     return dot_q4(w->q4 + (size_t)r * n / 2, w->scale + (size_t)r * (n / QUANT_GROUP), xq, xs, n);
 }

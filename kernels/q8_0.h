@@ -38,7 +38,8 @@ static inline float dot_q8(const int8_t *wq, const float *ws, const int8_t *xq, 
     return quant_row_dot(wq, ws, xq, xs, n, q8_group_dot);
 }
 
-static float q8_row_dot(const Matrix *w, int r, const int8_t *xq, const float *xs) {
+static float q8_row_dot(const Matrix *w, int r, const int8_t *xq, const float *xs, const int32_t *xsum) {
+    (void)xsum;
     int n = w->cols;
     return dot_q8(w->q8 + (size_t)r * n, w->scale + (size_t)r * (n / QUANT_GROUP), xq, xs, n);
 }

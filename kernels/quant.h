@@ -69,7 +69,7 @@ static inline void quantize_q8(int8_t *q, float *scale, const float *x, int n) {
 /* Activations of T tokens quantized row by row: q (T, n), scales (T, n / QUANT_GROUP); with
  * sums, each group's sum of its quants too, (T, n / QUANT_GROUP), for kernels that multiply
  * weights offset by a constant (q4_0's quant + 8, q8_0's + 128 for AVX512-VNNI) and take the
- * constant's share off again. */
+ * constant's share off again, and for the formats with a min (q4_k, q5_k, q5_1). */
 static void quantize_rows(int8_t *q, float *scale, int32_t *sums, const float *x, int T, int n) {
     int t, nb = n / QUANT_GROUP;
     SPLIT_FOR(T > 1, schedule(static), (t = 0; t < T; t++), {
@@ -84,17 +84,33 @@ static void quantize_rows(int8_t *q, float *scale, int32_t *sums, const float *x
 }
 
 /* Buffers for up to T tokens of n inputs: quants with room for AMX's whole tiles of 16 tokens,
- * one scale and one sum per group. */
+ * one scale per group, and sums of quants: one per 16 (q6_k's sub-blocks on x86), or one per
+ * group. */
 static int quant_scratch_init(MatmulScratch *s, size_t T, size_t n) {
-    size_t T16 = (T + 15) / 16 * 16, groups = T16 * n / QUANT_GROUP + 1;
+    size_t T16 = (T + 15) / 16 * 16, groups = T16 * n / QUANT_GROUP + 1, sums = T16 * n / 16 + 1;
     s->q = malloc(T16 * n);
     s->scale = malloc(groups * sizeof(float));
-    s->sum = malloc(groups * sizeof(int32_t));
+    s->sum = malloc(sums * sizeof(int32_t));
     if (!s->q || !s->scale || !s->sum) return 0;
     memset(s->q, 0, T16 * n); /* map the pages now, not inside the first timed forward pass */
     memset(s->scale, 0, groups * sizeof(float));
-    memset(s->sum, 0, groups * sizeof(int32_t));
+    memset(s->sum, 0, sums * sizeof(int32_t));
     return 1;
+}
+
+/* ---- the k formats' super-block (kernels/simd.h: q4_k, q5_k) ------------------------------ */
+
+/* acc after one super-block of a q4_k or q5_k row: its binary16 d and dmin as float32, its
+ * groups' 6-bit scales sc and mins m, their exact integer dot products dots with one token's
+ * activation quants, whose scales are xs and sums xsum. */
+static inline float k_super_block(float acc, float d, float dmin, const uint8_t *sc, const uint8_t *m,
+                                  const int32_t *dots, const float *xs, const int32_t *xsum) {
+    float dsum = 0.0f, msum = 0.0f;
+    for (int g = 0; g < SUB_BLOCKS; g++) {
+        dsum = fmaf((float)(sc[g] * dots[g]), xs[g], dsum);
+        msum = fmaf((float)(m[g] * xsum[g]), xs[g], msum);
+    }
+    return fmaf(-dmin, msum, fmaf(d, dsum, acc));
 }
 
 /* ---- row by row, from the file's layout (ARM, portable C) -------------------------------- */
@@ -111,18 +127,21 @@ static inline __attribute__((always_inline)) float quant_row_dot(const void *w, 
     return acc;
 }
 
-/* The product row by row (the activations already quantized into scratch): rows split between
- * threads in blocks of 4, each used for every token while it sits in cache. row_dot(w, r, xq,
- * xs) is row r's dot product with one token's quantized activations. Inlined into each format's
- * caller, so that row_dot is a direct call. */
-static inline __attribute__((always_inline)) void quant_matmul_rows(
-    float *out, const Matrix *w, const float *bias, int T, const MatmulScratch *scratch,
-    float (*row_dot)(const Matrix *w, int r, const int8_t *xq, const float *xs)) {
+/* The product row by row (the activations already quantized into scratch, with their groups'
+ * sums where the format asked quantize_rows for them): rows split between threads in blocks of
+ * 4, each used for every token while it sits in cache. row_dot(w, r, xq, xs, xsum) is row r's
+ * dot product with one token's quantized activations. Inlined into each format's caller, so
+ * that row_dot is a direct call. */
+typedef float (*QuantRowDot)(const Matrix *w, int r, const int8_t *xq, const float *xs, const int32_t *xsum);
+static inline __attribute__((always_inline)) void quant_matmul_rows(float *out, const Matrix *w, const float *bias,
+                                                                    int T, const MatmulScratch *scratch,
+                                                                    QuantRowDot row_dot) {
     int n = w->cols, nb = n / QUANT_GROUP, d = w->rows, i;
     SPLIT_FOR(1, schedule(dynamic, 4), (i = 0; i < (d + 3) / 4; i++), {
         for (int t = 0; t < T; t++)
             for (int r = 4 * i; r < min_int(4 * i + 4, d); r++)
-                out[(size_t)t * d + r] = row_dot(w, r, scratch->q + (size_t)t * n, scratch->scale + (size_t)t * nb) +
+                out[(size_t)t * d + r] = row_dot(w, r, scratch->q + (size_t)t * n, scratch->scale + (size_t)t * nb,
+                                                 scratch->sum + (size_t)t * nb) +
                                          (bias ? bias[r] : 0.0f);
     });
 }

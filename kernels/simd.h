@@ -30,9 +30,26 @@
  *     fixed tree); then + bias.
  *   float32 prefill (two or more tokens of one sequence): each output an fma chain over k in
  *     order, then + bias.
- *   quantized products (q8_0, q4_0): the activations quantized per token, one int8 scale per
- *     group of 32 (kernels/quant.h); exact integer dot products per group, then an fma chain
- *     over the groups in order of dot_g * (weight scale_g * activation scale_g); then + bias.
+ *   quantized products: the activations quantized per token, int8 quants xq with one float32
+ *     scale xs_g per group g of 32 (kernels/quant.h), s_g the sum of the group's quants; exact
+ *     integer dot products of each group's weight numbers with xq; an fma chain along the row
+ *     in order, as below; then + bias. Every integer named here is exact in float32 (below 2^24
+ *     in size), so converting one rounds nothing.
+ *     q8_0, q4_0, q5_0: acc = fma(dot_g, ws_g * xs_g, acc) over the groups, dot_g the sum of
+ *       quant x xq (q5_0's quant: its 5-bit number - 16), ws_g the group's scale (q5_0's
+ *       binary16 d as float32).
+ *     q5_1: dot_g the sum of its 5-bit numbers (0..31) x xq; acc = fma(dot_g, d_g * xs_g, acc),
+ *       then acc = fma(s_g, m_g * xs_g, acc), group after group.
+ *     q4_k, q5_k: per super-block of 8 groups (sub-blocks with 6-bit scales sc_g and mins m_g,
+ *       binary16 d and dmin as float32): dot_g the sum of its 4- or 5-bit numbers x xq; dsum =
+ *       fma chain over the 8 groups of (sc_g dot_g) * xs_g, msum = fma chain over them of
+ *       (m_g s_g) * xs_g (sc_g dot_g and m_g s_g exact integers; each chain from 0); then acc
+ *       = fma(d, dsum, acc), acc = fma(-dmin, msum, acc), super-block after super-block.
+ *     q6_k: per super-block of 8 groups (16 sub-blocks of 16 with int8 scales, binary16 d):
+ *       dot_g = sc_a (sum over the group's first 16 of (q - 32) xq) + sc_b (the same over its
+ *       last 16), an exact integer; dsum = fma chain over the 8 groups of dot_g * xs_g; acc =
+ *       fma(d, dsum, acc).
+ *   f16, bf16 products: their values (float32 exactly) through float32's arithmetic above.
  *   LayerNorm and RMSNorm: their sums (of the values; of the squares of x - mean, or of x) as
  *     16 partial sums, partial l over i = l, l + 16, ... in order, then p_i += p_{i+8} for
  *     i < 8, and so on down to p_0 + p_1; the rest value by value.
@@ -61,7 +78,8 @@ static inline int round_up16(int n) { return (n + 15) / 16 * 16; }
  * lanes as a fixed tree: lane i + lane i + VW/2 for i < VW/2, then the same on what is left.
  * vf_max(a, b) is a > b ? a : b (b when either is NaN); vf_lanes_above(a, t) and
  * vf_lanes_at_least(a, t) have bit l set when lane l of a is > t (>= t), never for a NaN;
- * vf_load_i8 and vf_from_i32 convert VW int8 (int32) to floats, rounded to nearest even.
+ * vf_load_i8 and vf_from_i32 convert VW int8 (int32) to floats, rounded to nearest even;
+ * vf_load_bf16 VW bfloat16 numbers to floats (exact: their bits are a float's upper half).
  * A family's file defines them all with VW; without one, a "vector" is one float: */
 #if !defined(VW)
 #define VW 1
@@ -89,6 +107,12 @@ static inline unsigned vf_lanes_above(vf a, float t) { return a > t; }
 static inline unsigned vf_lanes_at_least(vf a, float t) { return a >= t; }
 static inline vf vf_load_i8(const int8_t *p) { return (float)*p; }
 static inline vf vf_from_i32(const int32_t *p) { return (float)*p; }
+static inline vf vf_load_bf16(const uint16_t *p) {
+    uint32_t bits = (uint32_t)*p << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
 #endif
 
 /* ONE_LOAD(v): v, just loaded, is used from a register; the compiler may not fold its load into

@@ -12,7 +12,8 @@
  *        llama_ref generate MODEL.gguf IDS N     N greedy tokens after IDS, one per line: the id
  *            and the gap between the largest logit and the next (how clear the choice was)
  *        llama_ref quantize IN.gguf OUT.gguf FTYPE [OUTPUT_TYPE [EMBEDDING_TYPE]]
- *            llama_model_quantize to FTYPE (f16, bf16, q8_0, q4_0); the output head's and the
+ *            llama_model_quantize to FTYPE (f16, bf16, q8_0, q4_0, q5_0, q5_1, and the mixes
+ *            q4_k_m, q5_k_m, q6_k, each as llama-quantize names it); the output head's and the
  *            token embedding's types (ggml type names) when given
  *        llama_ref vocab MODEL.gguf               what llama.cpp makes of the vocabulary's special
  *            tokens: "bos ID ADD_BOS" (ADD_BOS 1 when it puts BOS before a text), then "eog" and
@@ -217,12 +218,15 @@ static int quantize(int argc, char **argv) {
     static const struct { const char *name; enum llama_ftype ftype; } ftypes[] = {
         {"f16", LLAMA_FTYPE_MOSTLY_F16}, {"bf16", LLAMA_FTYPE_MOSTLY_BF16},
         {"q8_0", LLAMA_FTYPE_MOSTLY_Q8_0}, {"q4_0", LLAMA_FTYPE_MOSTLY_Q4_0},
+        {"q5_0", LLAMA_FTYPE_MOSTLY_Q5_0}, {"q5_1", LLAMA_FTYPE_MOSTLY_Q5_1},
+        {"q4_k_m", LLAMA_FTYPE_MOSTLY_Q4_K_M}, {"q5_k_m", LLAMA_FTYPE_MOSTLY_Q5_K_M},
+        {"q6_k", LLAMA_FTYPE_MOSTLY_Q6_K},
     };
     llama_model_quantize_params params = llama_model_quantize_default_params();
     params.nthread = 2;
     size_t k = 0;
     while (k < sizeof ftypes / sizeof ftypes[0] && strcmp(ftypes[k].name, argv[4]) != 0) k++;
-    if (k == sizeof ftypes / sizeof ftypes[0]) fail("FTYPE is one of f16, bf16, q8_0, q4_0, not", argv[4]);
+    if (k == sizeof ftypes / sizeof ftypes[0]) fail("FTYPE is one of f16, bf16, q8_0, q4_0, q5_0, q5_1, q4_k_m, q5_k_m, q6_k, not", argv[4]);
     params.ftype = ftypes[k].ftype;
     if (argc > 5) params.output_tensor_type = type_named(argv[5]);
     if (argc > 6) params.token_embedding_type = type_named(argv[6]);

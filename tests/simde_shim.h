@@ -61,6 +61,24 @@ static inline simde__m512i shim_mm512_cvtepi8_epi32(__m128i a) {
     return out.v;
 }
 
+/* vpmovzxbd: 16 uint8 zero-extended to 32-bit lanes */
+static inline simde__m512i shim_mm512_cvtepu8_epi32(__m128i a) {
+    uint8_t in[16];
+    shim_si out;
+    _mm_storeu_si128((__m128i *)in, a);
+    for (int i = 0; i < 16; i++) out.i[i] = in[i];
+    return out.v;
+}
+
+/* vpmovzxwd: 16 uint16 zero-extended to 32-bit lanes */
+static inline simde__m512i shim_mm512_cvtepu16_epi32(__m256i a) {
+    uint16_t in[16];
+    shim_si out;
+    _mm256_storeu_si256((__m256i *)in, a);
+    for (int i = 0; i < 16; i++) out.i[i] = in[i];
+    return out.v;
+}
+
 static inline simde__m512i shim_mm512_cvtps_epi32(simde__m512 a) {
     shim_ps in = {.v = a};
     shim_si out;
@@ -136,6 +154,16 @@ static inline simde__m512 shim_mm512_cvtph_ps(__m256i a) {
 #define _mm512_cvtepi32_ps shim_mm512_cvtepi32_ps
 #undef _mm512_cvtepi8_epi32
 #define _mm512_cvtepi8_epi32 shim_mm512_cvtepi8_epi32
+#undef _mm512_cvtepu8_epi32
+#define _mm512_cvtepu8_epi32 shim_mm512_cvtepu8_epi32
+#undef _mm512_mullo_epi32
+#define _mm512_mullo_epi32 simde_mm512_mullo_epi32
+#undef _mm512_test_epi8_mask
+#define _mm512_test_epi8_mask simde_mm512_test_epi8_mask
+#undef _mm512_mask_add_epi8
+#define _mm512_mask_add_epi8 simde_mm512_mask_add_epi8
+#undef _mm512_cvtepu16_epi32
+#define _mm512_cvtepu16_epi32 shim_mm512_cvtepu16_epi32
 #undef _mm512_srai_epi32
 #define _mm512_srai_epi32 shim_mm512_srai_epi32
 #undef _mm512_cvtps_epi32

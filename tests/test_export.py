@@ -18,8 +18,8 @@ import pytest
 import torch
 
 from common import (DEFAULT_GPT2_VOCAB, REPO, RUN, TEXT, TMP, GPTConfig, char_tokenizer,
-                    gpt2_tokenizer, random_model)
-from weight_file import file_tensors
+                    gpt2_tokenizer, random_model, small_gpt2_tokenizer)
+from weight_file import file_tensors, write_model
 from compare import c_generate, c_logits, c_tokens, compare_logits, generation_agrees
 from export import save_checkpoint
 
@@ -371,3 +371,48 @@ def test_a_mix_of_weight_types_per_tensor() -> None:
     bad = subprocess.run(export + [str(d / "bad.bin"), "--tensor-type", "h.*=q3_k"], capture_output=True, timeout=300)
     assert bad.returncode == 1 and "unknown weight type 'q3_k'" in bad.stderr.decode(), bad.stderr
     assert not (d / "bad.bin").exists()
+
+
+def test_llama_cpp_mixes_choose_its_types() -> None:
+    """--dtype q4_k_m, q5_k_m, q6_k: each matrix the type llama.cpp's llama-quantize gives its GGUF
+    tensor (its published rule, research notes of llama-quant.cpp): the output head q6_k; the
+    value projection (kept apart from the query and key, model.h's qkv_apart, as llama.cpp keeps
+    attn_v; q6_k, one type for all three, fuses them) and the down projection q6_k on the layers use_more_bits picks (of 8: 0, 3, 6, 7: the
+    first and last eighth and every third between), else q4_k (q5_k); an untied embedding the
+    mix's own type.
+    Where 256 does not divide a row (width 96): q4_k -> q5_0, q5_k -> q5_1, q6_k -> q8_0; the down
+    projection, whose rows are n_hidden = 512 long, keeps its k type."""
+    from weight_file import WEIGHT_TYPES, read_header_and_table
+    names = {v: k for k, v in WEIGHT_TYPES.items()}
+    tok = small_gpt2_tokenizer(100)
+    more_bits = {0, 3, 6, 7}
+    for width, tied in ((256, False), (96, True)):
+        cfg = GPTConfig(n_layer=8, n_head=4, n_kv_head=2, n_embd=width, n_hidden=512, n_ctx=64,
+                        vocab_size=len(tok.tokens), vocab_padded=len(tok.tokens), norm="rms", pos="rotary",
+                        ffn="swiglu", bias=0, tied_head=tied)
+        model = random_model(cfg, seed=7, std=0.05)
+        for dtype, base in (("q4_k_m", "q4_k"), ("q5_k_m", "q5_k"), ("q6_k", "q6_k")):
+            path = TMP / f"mix_{dtype}_{width}.bin"
+            write_model(path, model, tok, dtype)
+            fallback = {"q4_k": "q5_0", "q5_k": "q5_1", "q6_k": "q8_0"}
+            table = read_header_and_table(path)
+            apart = dtype != "q6_k"  # q6_k gives the three one type: fused, as before
+            assert sum(name.endswith("attn.c_attn.weight") for name, _ in table) == (0 if apart else 8)
+            assert sum(name.endswith(("attn.q.weight", "attn.k.weight", "attn.v.weight")) for name, _ in table) == \
+                (3 * 8 if apart else 0)
+            for name, wtype in table:
+                part = name.split(".", 2)[-1]
+                layer = int(name.split(".")[1]) if name.startswith("h.") else -1
+                if not (part.endswith("weight") and ("attn" in part or "mlp" in part)) and name not in ("wte", "lm_head.weight"):
+                    want = "f32"
+                elif name == "lm_head.weight" or (name == "wte" and tied):
+                    want = "q6_k"
+                elif part in ("attn.v.weight", "mlp.c_proj.weight") and layer in more_bits and dtype != "q6_k":
+                    want = "q6_k"
+                else:
+                    want = base
+                cols = 512 if part == "mlp.c_proj.weight" else width
+                if want != "f32" and cols % 256:
+                    want = fallback[want]
+                assert names[wtype] == want, (dtype, width, name, names[wtype], want)
+            assert subprocess.run([str(RUN), str(path), "-n", "4", "-t", "0", "-i", "a"], capture_output=True).returncode == 0

@@ -118,13 +118,22 @@ MODELS = {
     "qwen2": dict(arch="qwen2", vocab="qwen2", n_kv_head=2, tied=True, theta=1e6, bias=BIAS_QKV),
     "gpt2": dict(arch="gpt2", vocab="gpt-2", tied=True),
 }
+# GGUF's block formats (tests/test_gguf_blocks.py): a Llama shape whose rows are multiples of 256
+# (Q4_K_M's q4_k and q6_k), and SmolLM2's, whose width is not (576 = 2.25 x 256: here 192), so that
+# Q4_K_M falls back to Q5_0 and Q8_0 but for the down projection (rows of n_hidden, 1536 there)
+BLOCK_MODELS = {
+    "llama_k": dict(arch="llama", vocab="sentencepiece", n_kv_head=2, tied=False, n_layer=4, n_embd=256, n_hidden=512),
+    "smollm2_k": dict(arch="llama", vocab="smollm", n_kv_head=1, tied=True, n_layer=4, n_head=3, n_embd=192,
+                      n_hidden=512),
+}
 _made: dict[str, tuple[Path, Path]] = {}
 
 
 def model_config(name: str, vocab_size: int) -> GPTConfig:
-    spec = MODELS[name]
-    shape = dict(n_layer=2, n_head=4, n_embd=128, n_hidden=256, n_ctx=128, vocab_size=vocab_size,
-                 vocab_padded=vocab_size, tied_head=spec["tied"])
+    spec = {**MODELS, **BLOCK_MODELS}[name]
+    shape = dict(n_layer=spec.get("n_layer", 2), n_head=spec.get("n_head", 4), n_embd=spec.get("n_embd", 128),
+                 n_hidden=spec.get("n_hidden", 256), n_ctx=128, vocab_size=vocab_size, vocab_padded=vocab_size,
+                 tied_head=spec["tied"])
     if spec["arch"] == "gpt2":
         return GPTConfig(**shape)
     return GPTConfig(**shape, **{**LLAMA, "bias": spec.get("bias", 0)}, n_kv_head=spec["n_kv_head"],
@@ -133,7 +142,7 @@ def model_config(name: str, vocab_size: int) -> GPTConfig:
 
 def write_f32_gguf(name: str, path: Path) -> None:
     """The model's GGUF in F32: random weights, the vocabulary, its special tokens."""
-    spec = MODELS[name]
+    spec = {**MODELS, **BLOCK_MODELS}[name]
     if spec["vocab"] == "sentencepiece":
         vocab_size = len(sentencepiece_pieces(sp_model("llama2c_512")))
     else:
@@ -185,8 +194,8 @@ def made(name: str, wtype: str) -> tuple[Path, Path]:
 
 def test_the_files_are_what_they_claim() -> None:
     """Each quantized file holds the types it is meant to (llama.cpp's quantizer decides), and the
-    export keeps them: Q8_0 as q8_0, Q4_0 as q4_0, everything else float32."""
-    ours = {"F32": "f32", "F16": "f32", "BF16": "f32", "Q8_0": "q8_0", "Q4_0": "q4_0"}
+    export keeps them: each matrix in its own type (F16 as f16, Q8_0 as q8_0, ...)."""
+    ours = {"F32": "f32", "F16": "f16", "BF16": "bf16", "Q8_0": "q8_0", "Q4_0": "q4_0"}
     for wtype in TYPES:
         gguf, out = made("llama2", wtype)
         types = {info.name: info.type_name for info in read_gguf(gguf).tensors.values()}
@@ -426,8 +435,25 @@ def q8_0_round(x: torch.Tensor) -> torch.Tensor:
     return (torch.round(g * inv) * f16_round(amax / 127.0)).reshape(x.shape)
 
 
-LLAMA_CPP_ROUNDS = {"F32": None, "F16": f16_round, "BF16": bf16_round, "Q8_0": q8_0_round, "Q4_0": q8_0_round}
-RUN_ROUNDS = {"f32": None, "q8_0": quantize_q8_0, "q4_0": quantize_q8_0}
+def q8_k_round(x: torch.Tensor) -> torch.Tensor:
+    """llama.cpp's activations for the k formats (ggml's quantize_row_q8_K_ref, their vec_dot
+    type Q8_K): per 256 values the one of largest magnitude m, quant = min(127,
+    round-half-even(x * -127 / m)), value = quant / (-127 / m), the scale float32."""
+    g = x.reshape(-1, 256)
+    at = g.abs().argmax(dim=1, keepdim=True)
+    m = torch.gather(g, 1, at)
+    iscale = torch.where(m != 0, -127.0 / m, torch.zeros_like(m))
+    q = torch.clamp(torch.round(g * iscale), max=127)
+    return torch.where(m != 0, q / iscale, torch.zeros_like(g)).reshape(x.shape)
+
+
+# per GGUF type, what llama.cpp rounds a product's input to (its vec_dot type): Q5_0's is Q8_0,
+# Q5_1's Q8_1 (Q8_0's quants and scale, with their sum), the k formats' Q8_K
+LLAMA_CPP_ROUNDS = {"F32": None, "F16": f16_round, "BF16": bf16_round, "Q8_0": q8_0_round, "Q4_0": q8_0_round,
+                    "Q5_0": q8_0_round, "Q5_1": q8_0_round, "Q4_K": q8_k_round, "Q5_K": q8_k_round, "Q6_K": q8_k_round}
+# run's: every quantized type int8 per 32 with a float32 scale; f16 and bf16 none (their values are float32's)
+RUN_ROUNDS = {"f32": None, "f16": None, "bf16": None, **{t: quantize_q8_0 for t in
+                                                        ("q8_0", "q4_0", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k")}}
 
 
 def matrix_types(gguf: Path, out: Path, cfg: GPTConfig) -> tuple[dict[str, str], dict[str, str]]:
@@ -445,7 +471,10 @@ def matrix_types(gguf: Path, out: Path, cfg: GPTConfig) -> tuple[dict[str, str],
             pairs["mlp.gate"] = "ffn_gate"
         for module, theirs in pairs.items():
             llama[m + module] = g[b + theirs + ".weight"].type_name
-            run_types[m + module] = names[ours[f"h.{i}.{module}.weight"]]
+            # a file with the query, key and value apart: their inputs are rounded alike (each of
+            # run's quantized types the same way, and llama.cpp's too here), so the query's stands
+            ours_name = f"h.{i}.{module}.weight" if f"h.{i}.{module}.weight" in ours else f"h.{i}.attn.q.weight"
+            run_types[m + module] = names[ours[ours_name]]
     llama["lm_head"] = g.get("output.weight", g["token_embd.weight"]).type_name
     run_types["lm_head"] = names[ours.get("lm_head.weight", ours["wte"])]
     return llama, run_types

@@ -8,9 +8,9 @@ never a crash, a hang or a half-written file.
   arrays; duplicate keys and tensor names; misaligned, overlapping and out-of-file tensors; a bad
   general.alignment;
 - the meaning: an unknown architecture, settings run does not run (each named by its key), a
-  missing or misshapen tensor, a tensor of a type not converted (listed with its type), a broken
-  vocabulary;
-- a fuzz loop: random mutations of valid files (F32, Q8_0 and Q4_0 matrices) for a bounded time, each read in-process under a
+  missing or misshapen tensor, a tensor of a type not converted (listed with its type), a block
+  whose scale is infinite or NaN, a broken vocabulary;
+- a fuzz loop: random mutations of valid files (F32, Q8_0, Q4_0 and the block formats' matrices) for a bounded time, each read in-process under a
   time limit: an error of ours, or a file that exports; anything else (an exception of another
   kind, a hang) fails;
 - a sample through the command line: one line on stderr, exit status 1, no output left behind.
@@ -26,7 +26,8 @@ import time
 import numpy as np
 import pytest
 
-from common import REPO, TMP, GPTConfig, random_model
+from common import REPO, RUN, TMP, GPTConfig, random_model
+import block_formats  # noqa: E402 (export/, on the path common.py sets)
 from gguf_import import export_gguf, read_gguf_model
 from gguf_writer import (ARRAY, BOOL, F32, FLOAT32, GGUF, INT32, Q4_0, Q8_0, STRING, UINT8, UINT32, UINT64,
                          add_bpe_vocab, gguf_of_model)
@@ -48,6 +49,31 @@ def tiny_gguf(arch: str = "llama", ggml_type: int = F32) -> GGUF:
     g = gguf_of_model(random_model(cfg, seed=3), arch, ggml_type)
     add_bpe_vocab(g, files["vocab.json"], files["merges.txt"], {"llama": "llama-bpe", "qwen2": "qwen2", "gpt2": "gpt-2"}[arch],
                   ["<|endoftext|>", "<|im_end|>"])
+    g.add("tokenizer.ggml.eos_token_id", UINT32, 296)
+    return g
+
+
+# GGUF's block formats (ggml's type ids) as tiny_block_gguf() places them: the query and key Q4_K,
+# the value Q6_K (so the export keeps the three apart), the feed-forward Q5_K, Q5_0 and Q5_1, the
+# attention output and the embedding F16 and BF16
+BLOCK_TYPES = {"attn_q": (12, "q4_k"), "attn_k": (12, "q4_k"), "attn_v": (14, "q6_k"), "ffn_gate": (13, "q5_k"),
+               "ffn_up": (6, "q5_0"), "ffn_down": (7, "q5_1"), "attn_output": (1, "f16"), "token_embd": (30, "bf16")}
+
+
+def tiny_block_gguf() -> GGUF:
+    """tiny_gguf()'s llama, 256 wide so that rows are whole super-blocks, its matrices in GGUF's
+    block formats by our quantizers (export/block_formats.py: the bytes llama.cpp's write)."""
+    files = gpt2_files(40)
+    n_vocab = 256 + 40 + 2
+    cfg = GPTConfig(n_layer=2, n_head=2, n_embd=256, n_hidden=256, n_ctx=32, vocab_size=n_vocab,
+                    vocab_padded=n_vocab, tied_head=True, **{**LLAMA, "bias": 0}, n_kv_head=1)
+    g = gguf_of_model(random_model(cfg, seed=3), "llama")
+    for i, (name, ggml_type, shape, data) in enumerate(g.tensors):
+        kind = name.split(".")[-2]
+        if kind in BLOCK_TYPES:
+            ggml_type, fmt = BLOCK_TYPES[kind]
+            g.tensors[i] = (name, ggml_type, shape, block_formats.quantize(np.frombuffer(data, "<f4").reshape(shape), fmt))
+    add_bpe_vocab(g, files["vocab.json"], files["merges.txt"], "llama-bpe", ["<|endoftext|>", "<|im_end|>"])
     g.add("tokenizer.ggml.eos_token_id", UINT32, 296)
     return g
 
@@ -153,6 +179,81 @@ def test_the_valid_files_export(arch: str, ggml_type: int) -> None:
     export_gguf(path, TMP / f"gguf_tiny_{arch}.bin")
 
 
+def test_a_file_of_block_formats_exports_each_matrix_as_it_is() -> None:
+    """Each matrix in its GGUF type, its bytes the GGUF's (the query, key and value apart, as
+    their types differ), and run loads it."""
+    from weight_file import WEIGHT_TYPES, table_entries, unpack_header
+    g = tiny_block_gguf()
+    path, out = g.write(TMP / "gguf_tiny_blocks.gguf"), TMP / "gguf_tiny_blocks.bin"
+    export_gguf(path, out)
+    raw = out.read_bytes()
+    header = unpack_header(raw)
+    assert header["qkv_apart"] == 1
+    names = {v: k for k, v in WEIGHT_TYPES.items()}
+    ours = {name: (names[wtype], raw[offset:offset + size]) for name, wtype, offset, size in table_entries(raw, header)}
+    theirs = {name: data for name, _, _, data in g.tensors}
+    ours_of = {"attn_q": "attn.q", "attn_k": "attn.k", "attn_v": "attn.v", "ffn_gate": "mlp.gate",
+               "ffn_up": "mlp.c_fc", "ffn_down": "mlp.c_proj", "attn_output": "attn.c_proj"}
+    for kind, (_, fmt) in BLOCK_TYPES.items():
+        for layer in range(2):
+            entry, tensor = (("wte", "token_embd.weight") if kind == "token_embd" else
+                             (f"h.{layer}.{ours_of[kind]}.weight", f"blk.{layer}.{kind}.weight"))
+            assert ours[entry] == (fmt, theirs[tensor]), entry
+    r = subprocess.run([str(RUN), str(out), "-i", "And", "-n", "4", "-s", "1"], capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr.decode()
+    info = subprocess.run([str(RUN), str(out), "--info"], capture_output=True, timeout=60).stdout.decode()
+    assert "weights: q5_0 (2 matrices), q4_k (4 matrices), q6_k (2 matrices), q5_k (2 matrices), q5_1 (2 matrices), " \
+        "f16 (2 matrices), bf16 (1 matrix); query, key and value apart\n" in info, info  # kernels/types.h's order
+
+
+SCALES = {12: [0, 2], 13: [0, 2], 14: [208], 6: [0], 7: [0, 2]}  # ggml type -> its blocks' binary16 scales
+BLOCK_BYTES = {12: 144, 13: 176, 14: 210, 6: 22, 7: 24}
+
+
+def test_hostile_blocks_are_refused_naming_them() -> None:
+    """A block whose binary16 scale (d, or dmin, or Q5_1's m) is NaN or infinite, first, middle
+    or last of a tensor of each block format, is refused with one line naming the tensor, its
+    type and the block (run would refuse the copy; the export says so first); a tensor cut short
+    of its last super-block, or whose rows are not whole blocks, is refused naming it."""
+    g = tiny_block_gguf()
+    names = [t[0] for t in g.tensors]
+    g.tensors.append(g.tensors.pop(names.index("blk.1.attn_v.weight")))  # a Q6_K tensor last in the file
+    raw = g.to_bytes()
+    spots = {what: at for what, at, _ in fields(raw)}
+    data_start = spots["end of infos"] + (-spots["end of infos"] % 32)
+    path = TMP / "gguf_hostile_blocks.gguf"
+    checked = set()
+    for index, (name, ggml_type, shape, data) in enumerate(g.tensors):
+        if ggml_type not in SCALES or not name.startswith("blk.1."):
+            continue
+        checked.add(ggml_type)
+        at = data_start + struct.unpack_from("<Q", raw, spots[f"tensor {index} offset"])[0]
+        blocks = len(data) // BLOCK_BYTES[ggml_type]
+        for block in (0, blocks // 2, blocks - 1):
+            for h in SCALES[ggml_type]:
+                for bits in (0x7E00, 0x7C00, 0xFC00, 0xFFFF):  # NaN, +inf, -inf, a NaN with every bit
+                    buf = bytearray(raw)
+                    struct.pack_into("<H", buf, at + block * BLOCK_BYTES[ggml_type] + h, bits)
+                    path.write_bytes(bytes(buf))
+                    got = one_line_error(lambda: read_gguf_model(path))
+                    type_name = {12: "Q4_K", 13: "Q5_K", 14: "Q6_K", 6: "Q5_0", 7: "Q5_1"}[ggml_type]
+                    assert got.endswith(f"tensor '{name}' ({type_name}) block {block} has a scale that is infinite "
+                                        "or NaN"), got
+    assert checked == set(SCALES), checked
+    assert len(g.tensors[-1][3]) % 32 == 0  # no padding after it: a cut is in its blocks
+    for cut in (1, 210):  # one byte short, one super-block short
+        path.write_bytes(raw[:len(raw) - cut])
+        got = one_line_error(lambda: read_gguf_model(path))
+        assert "tensor 'blk.1.attn_v.weight' (26880 bytes" in got and "runs past the file's end" in got, got
+    for name, ggml_type, shape, data in g.tensors:
+        if ggml_type == 12:  # a Q4_K tensor's rows of 255 values: not whole super-blocks
+            at = spots[f"tensor {[t[0] for t in g.tensors].index(name)} ne[0]"]
+            path.write_bytes(raw[:at] + struct.pack("<Q", 255) + raw[at + 8:])
+            got = one_line_error(lambda: read_gguf_model(path))
+            assert f"tensor '{name}' of type Q4_K has rows of 255 values, not whole blocks of 256" in got, got
+            break
+
+
 @pytest.mark.parametrize("arch", ["llama", "gpt2"])
 def test_every_structured_mutation_gives_one_line(arch: str) -> None:
     """Each mutation either reads (a value that happens to be harmless, such as a shorter string
@@ -226,16 +327,16 @@ def test_what_is_not_run_is_refused_naming_it(case: str) -> None:
 
 
 def test_tensors_of_types_not_converted_are_listed() -> None:
-    """The feed-forward matrices as Q5_0 (type 6, 22 bytes a block of 32): each one named, with
+    """The feed-forward matrices as Q4_1 (type 3, 20 bytes a block of 32): each one named, with
     its type, in one line."""
     g = tiny_gguf()
     for i, (name, ggml_type, shape, data) in enumerate(g.tensors):
         if name in ("blk.0.ffn_gate.weight", "blk.0.ffn_up.weight", "blk.0.ffn_down.weight"):
-            g.tensors[i] = (name, 6, shape, bytes(shape[0] * shape[1] // 32 * 22))
-    path = g.write(TMP / "gguf_q5.gguf")
+            g.tensors[i] = (name, 3, shape, bytes(shape[0] * shape[1] // 32 * 20))
+    path = g.write(TMP / "gguf_q4_1.gguf")
     got = one_line_error(lambda: read_gguf_model(path))
-    assert got.endswith("tensors of types not converted (F32, F16, BF16, Q8_0 and Q4_0 are): blk.0.ffn_gate.weight "
-                        "(Q5_0), blk.0.ffn_up.weight (Q5_0), blk.0.ffn_down.weight (Q5_0)"), got
+    assert got.endswith("tensors of types not converted (F32, Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, F16, BF16 "
+                        "are): blk.0.ffn_gate.weight (Q4_1), blk.0.ffn_up.weight (Q4_1), blk.0.ffn_down.weight (Q4_1)"), got
 
 
 @pytest.mark.parametrize("change,message", [
@@ -309,6 +410,7 @@ def test_fuzzing_the_reader_and_the_import() -> None:
     rng = random.Random(42)
     sources = [tiny_gguf(arch, ggml_type).to_bytes() for arch, ggml_type in (("llama", F32), ("qwen2", Q8_0),
                                                                                ("gpt2", Q4_0))]
+    sources.append(tiny_block_gguf().to_bytes())
     ends = [fields(raw)[-1][1] for raw in sources]
     path, out = TMP / "gguf_fuzz.gguf", TMP / "gguf_fuzz.bin"
     tried = refused = 0

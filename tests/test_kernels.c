@@ -126,6 +126,132 @@ static void quantize_q4_for_test(uint8_t *bytes, float *scale, int8_t *quants, c
     }
 }
 
+/* ---- the block formats (GGUF's blocks, kernels/types.h), decoded here on their own ------------ */
+
+/* A block's numbers as ggml's block structs lay them out, read bit by bit from the byte
+ * positions the format describes (not through kernels/types.h's helpers): the integers the
+ * kernels multiply, and the float32 scales. */
+typedef struct {
+    int q[256];             /* per value: q5_0's number - 16, q5_1's, q4_k's, q5_k's numbers, q6_k's - 32 */
+    int sc[16], m[8];       /* q4_k, q5_k: 6-bit scales and mins of the 8 sub-blocks; q6_k: 16 int8 scales */
+    float d, dmin;          /* binary16 d and dmin (q5_1: d and m) as float32 */
+} BlockParts;
+
+/* binary16 -> float32 by its definition: (-1)^s 2^(e - 15) (1 + f / 1024), subnormals 2^-14 f / 1024 */
+static float ref_half(const uint8_t *p) {
+    int h = p[0] | p[1] << 8, e = (h >> 10) & 31, f = h & 1023;
+    double v = e == 0 ? ldexp(f, -24) : ldexp(1024 + f, e - 25);
+    return (float)((h & 0x8000) ? -v : v);
+}
+
+static int test_block_values(int type) { return type == WT_Q5_0 || type == WT_Q5_1 ? 32 : 256; }
+static int test_block_bytes(int type) {
+    return type == WT_Q5_0 ? 22 : type == WT_Q5_1 ? 24 : type == WT_Q4_K ? 144 : type == WT_Q5_K ? 176 : 210;
+}
+
+static BlockParts block_parts(int type, const uint8_t *b) {
+    BlockParts p = {0};
+    if (type == WT_Q5_0 || type == WT_Q5_1) { /* {d; [m;] qh[4]; qs[16]} */
+        int at = type == WT_Q5_0 ? 2 : 4;
+        uint32_t qh = (uint32_t)b[at] | (uint32_t)b[at + 1] << 8 | (uint32_t)b[at + 2] << 16 | (uint32_t)b[at + 3] << 24;
+        for (int j = 0; j < 32; j++) {
+            int nibble = j < 16 ? b[at + 4 + j] % 16 : b[at + 4 + j - 16] / 16;
+            p.q[j] = nibble + 16 * (int)((qh >> j) & 1) - (type == WT_Q5_0 ? 16 : 0);
+        }
+        p.d = ref_half(b);
+        p.dmin = type == WT_Q5_1 ? ref_half(b + 2) : 0.0f;
+    } else if (type == WT_Q4_K || type == WT_Q5_K) { /* {d; dmin; scales[12]; [qh[32];] qs[128]} */
+        const uint8_t *s = b + 4, *qs = b + (type == WT_Q4_K ? 16 : 48);
+        for (int j = 0; j < 4; j++) {
+            p.sc[j] = s[j] % 64, p.m[j] = s[j + 4] % 64;
+            p.sc[j + 4] = s[j + 8] % 16 + 16 * (s[j] / 64);
+            p.m[j + 4] = s[j + 8] / 16 + 16 * (s[j + 4] / 64);
+        }
+        for (int i = 0; i < 256; i++) {
+            int byte = qs[32 * (i / 64) + i % 32];
+            p.q[i] = (i % 64 < 32 ? byte % 16 : byte / 16) + (type == WT_Q5_K ? 16 * ((b[16 + i % 32] >> (i / 32)) & 1) : 0);
+        }
+        p.d = ref_half(b), p.dmin = ref_half(b + 2);
+    } else { /* q6_k {ql[128]; qh[64]; scales[16]; d} */
+        for (int i = 0; i < 256; i++) {
+            int h = i / 128, k = i % 128 / 32, l = i % 32, low = b[64 * h + 32 * (k % 2) + l];
+            p.q[i] = (k < 2 ? low % 16 : low / 16) + 16 * ((b[128 + 32 * h + l] >> (2 * k)) & 3) - 32;
+        }
+        for (int j = 0; j < 16; j++) p.sc[j] = (int8_t)b[192 + j];
+        p.d = ref_half(b + 208);
+    }
+    return p;
+}
+
+/* Value i of a block, in double. */
+static double block_value(int type, const BlockParts *p, int i) {
+    switch (type) {
+    case WT_Q5_0: return (double)p->q[i] * p->d;
+    case WT_Q5_1: return (double)p->q[i] * p->d + p->dmin;
+    case WT_Q6_K: return (double)p->d * p->sc[i / 16] * p->q[i];
+    default: return (double)p->d * p->sc[i / 32] * p->q[i] - (double)p->dmin * p->m[i / 32];
+    }
+}
+
+/* The size of value i's terms (what rounding error scales with): the scale's part and the min's. */
+static double block_value_size(int type, const BlockParts *p, int i) {
+    switch (type) {
+    case WT_Q5_1: return fabs((double)p->q[i] * p->d) + fabs(p->dmin);
+    case WT_Q4_K: case WT_Q5_K: return fabs((double)p->d * p->sc[i / 32] * p->q[i]) + fabs((double)p->dmin * p->m[i / 32]);
+    default: return fabs(block_value(type, p, i));
+    }
+}
+
+/* One row of blocks with one token's quantized activations (quants xq, scales xs), written out
+ * as kernels/simd.h defines each format's arithmetic, with plain fmaf. */
+static float ref_block_row(int type, const uint8_t *row, int n, const int8_t *xq, const float *xs, float bias) {
+    int values = test_block_values(type), bytes = test_block_bytes(type);
+    float acc = 0.0f;
+    for (int b = 0; b < n / values; b++) {
+        BlockParts p = block_parts(type, row + (size_t)b * bytes);
+        const int8_t *x = xq + b * values;
+        const float *s = xs + b * values / 32;
+        if (type == WT_Q5_0 || type == WT_Q5_1) {
+            int dot = 0, sum = 0;
+            for (int j = 0; j < 32; j++) dot += p.q[j] * x[j], sum += x[j];
+            acc = fmaf((float)dot, p.d * s[0], acc);
+            if (type == WT_Q5_1) acc = fmaf((float)sum, p.dmin * s[0], acc);
+        } else if (type == WT_Q6_K) {
+            float dsum = 0.0f;
+            for (int g = 0; g < 8; g++) {
+                int half[2] = {0, 0};
+                for (int l = 0; l < 32; l++) half[l / 16] += p.q[32 * g + l] * x[32 * g + l];
+                dsum = fmaf((float)(p.sc[2 * g] * half[0] + p.sc[2 * g + 1] * half[1]), s[g], dsum);
+            }
+            acc = fmaf(p.d, dsum, acc);
+        } else {
+            float dsum = 0.0f, msum = 0.0f;
+            for (int g = 0; g < 8; g++) {
+                int dot = 0, sum = 0;
+                for (int l = 0; l < 32; l++) dot += p.q[32 * g + l] * x[32 * g + l], sum += x[32 * g + l];
+                dsum = fmaf((float)(p.sc[g] * dot), s[g], dsum);
+                msum = fmaf((float)(p.m[g] * sum), s[g], msum);
+            }
+            acc = fmaf(-p.dmin, msum, fmaf(p.d, dsum, acc));
+        }
+    }
+    return acc + bias;
+}
+
+/* A random block: every byte random (so every bit of the quants and of the 6-bit and int8
+ * scales varies), then its binary16 scales set to finite values of either sign. */
+static void random_block(int type, uint8_t *b, uint64_t *seed) {
+    int bytes = test_block_bytes(type);
+    for (int i = 0; i < bytes; i++) b[i] = (uint8_t)(rng_uniform(seed) * 256);
+    uint16_t h[2];
+    for (int k = 0; k < 2; k++) {
+        double v = (0.002 + 0.05 * rng_uniform(seed)) * (rng_uniform(seed) < 0.2 ? -1 : 1);
+        h[k] = f16_from_f32((float)v);
+    }
+    if (type == WT_Q6_K) memcpy(b + 208, h, 2);
+    else memcpy(b, h, type == WT_Q5_0 ? 2 : 4);
+}
+
 /* ---- attention cases: random queries, keys and values in the cache's layout ---------------- */
 
 typedef struct {
@@ -182,14 +308,42 @@ typedef struct {
     Matrix m;
     float *w, *ws;
     int8_t *wq, *copy;
-    uint8_t *w4;
+    uint8_t *w4, *blocks;
+    uint16_t *halves;
 } TestWeights;
+
+static int is_block_type(int type) { return type >= WT_Q5_0 && type <= WT_Q5_1; }
+static int is_half_type(int type) { return type == WT_F16 || type == WT_BF16; }
 
 static TestWeights test_weights(int type, int packed, int n, int d, uint64_t *seed) {
     TestWeights t = {.w = malloc(sizeof(float) * d * n), .ws = malloc(sizeof(float) * d * n / 32 + 4),
                      .wq = malloc((size_t)d * n), .w4 = malloc((size_t)d * n / 2 + 1)};
     for (int i = 0; i < d * n; i++) t.w[i] = (float)(rng_uniform(seed) * 2 - 1);
     t.m = (Matrix){.type = type, .rows = d, .cols = n, .f32 = t.w};
+    if (is_block_type(type)) {
+        size_t blocks = (size_t)d * n / test_block_values(type);
+        t.blocks = malloc(blocks * test_block_bytes(type));
+        for (size_t b = 0; b < blocks; b++) random_block(type, t.blocks + b * test_block_bytes(type), seed);
+        t.m = (Matrix){.type = type, .rows = d, .cols = n, .blocks = t.blocks};
+    }
+    if (is_half_type(type)) { /* the float32 values rounded to the format (bf16: cut, which is exact) */
+        t.halves = malloc(sizeof(uint16_t) * d * n);
+        for (int i = 0; i < d * n; i++) {
+            uint32_t bits;
+            memcpy(&bits, &t.w[i], 4);
+            t.halves[i] = type == WT_F16 ? f16_from_f32(t.w[i]) : (uint16_t)(bits >> 16);
+            bits = type == WT_F16 ? 0 : (uint32_t)t.halves[i] << 16;
+            if (type == WT_F16) t.w[i] = ref_half((const uint8_t *)&t.halves[i]);
+            else memcpy(&t.w[i], &bits, 4);
+        }
+        t.m = (Matrix){.type = type, .rows = d, .cols = n, .halves = t.halves};
+    }
+    if (is_block_type(type)) {
+        Matrix *list[1] = {&t.m};
+        size_t bytes = prepare_weights(list, 1, NULL);
+        t.copy = malloc(bytes + 1);
+        if (bytes) prepare_weights(list, 1, t.copy);
+    }
     for (int r = 0; r < d && type == WT_Q8_0; r++)
         quantize_q8(t.wq + (size_t)r * n, t.ws + r * (n / 32), t.w + (size_t)r * n, n);
     for (int r = 0; r < d && type == WT_Q4_0; r++)
@@ -215,8 +369,10 @@ static const char *q8_copy_kind(const Matrix *m) {
 }
 
 static void free_test_weights(TestWeights *t) {
-    free(t->w); free(t->ws); free(t->wq); free(t->w4); free(t->copy);
+    free(t->w); free(t->ws); free(t->wq); free(t->w4); free(t->copy); free(t->blocks); free(t->halves);
 }
+
+static const char *type_name(int type) { return weight_types[type].name; }
 
 static void check_matmul(int n, int d, int T, int type, int packed) {
     uint64_t seed = 777 + n + d + T;
@@ -228,7 +384,10 @@ static void check_matmul(int n, int d, int T, int type, int packed) {
     for (int i = 0; i < T * n; i++) x[i] = (float)(rng_uniform(&seed) * 6 - 3);
     for (int i = 0; i < d; i++) bias[i] = (float)(rng_uniform(&seed) - 0.5);
     const char *how = type == WT_F32 ? "float32" : type == WT_Q4_0 ? q4_0_describe()
-                    : m.packed ? q8_0_describe() : "q8_0 dot products";
+                    : type == WT_Q8_0 ? (m.packed ? q8_0_describe() : "q8_0 dot products") : type_name(type);
+    /* the block formats: float32 rounding in (additions + 8) steps, each at most 2^-24 of the
+     * size of the terms (as tests/test_paths.py bounds every product) */
+    double bound = is_block_type(type) ? (n / 32 * 2 + 8) * 0x1p-24 : 1e-6;
     char copy[64] = "";
     if (type == WT_Q8_0 && m.packed) snprintf(copy, sizeof copy, " (copy: %s)", q8_copy_kind(&m));
     MatmulScratch scratch = {0};
@@ -241,12 +400,24 @@ static void check_matmul(int n, int d, int T, int type, int packed) {
         int8_t xq[1024];
         float xs[32];
         for (int t = 0; t < T; t++) {
-            if (type != WT_F32) quantize_q8(xq, xs, x + (size_t)t * n, n);
+            int quantized = type != WT_F32 && !is_half_type(type);
+            if (quantized) quantize_q8(xq, xs, x + (size_t)t * n, n);
             for (int r = 0; r < d; r++) {
                 double sum = bias[r], size = fabs(bias[r]);
-                for (int i = 0; i < n; i++) {
-                    double term = type != WT_F32 ? (double)wq[(size_t)r * n + i] * ws[r * (n / 32) + i / 32] * xq[i] * xs[i / 32]
-                                                  : (double)w[(size_t)r * n + i] * x[(size_t)t * n + i];
+                if (is_block_type(type)) {
+                    int values = test_block_values(type);
+                    for (int b = 0; b < n / values; b++) {
+                        BlockParts p = block_parts(type, tw.blocks + ((size_t)r * (n / values) + b) * test_block_bytes(type));
+                        for (int i = 0; i < values; i++) {
+                            double xv = (double)xq[b * values + i] * xs[(b * values + i) / 32];
+                            sum += block_value(type, &p, i) * xv;
+                            size += block_value_size(type, &p, i) * fabs(xv);
+                        }
+                    }
+                }
+                for (int i = 0; i < n && !is_block_type(type); i++) {
+                    double term = quantized ? (double)wq[(size_t)r * n + i] * ws[r * (n / 32) + i / 32] * xq[i] * xs[i / 32]
+                                            : (double)w[(size_t)r * n + i] * x[(size_t)t * n + i];
                     sum += term;
                     size += fabs(term);
                 }
@@ -258,8 +429,8 @@ static void check_matmul(int n, int d, int T, int type, int packed) {
         snprintf(what, sizeof what, "matmul %s%s, n %d, d %d, %s: worst error / sum of |terms|", how, copy, n, d,
                  pass == 0 ? (T == 1 ? "1 token" : "prefill") : pass == 1 ? "one token at a time" : "T samples");
         checks++;
-        printf("%s %s: %.2e (at most 1e-6)\n", worst <= 1e-6 ? "ok" : "not ok", what, worst);
-        if (!(worst <= 1e-6)) failures++;
+        printf("%s %s: %.2e (at most %.2g)\n", worst <= bound ? "ok" : "not ok", what, worst, bound);
+        if (!(worst <= bound)) failures++;
         if (T == 1) break;
     }
     free(x); free(bias); free(out);
@@ -365,15 +536,18 @@ static void check_matmul_bits(int n, int d, int T, int type, int packed) {
         else matmul(got, x, &m, bias, T, 1, &scratch);
         int decode = pass > 0 || T == 1;
         for (int t = 0; t < T; t++) {
-            if (type != WT_F32) quantize_q8(xq, xs, x + (size_t)t * n, n);
+            int quantized = type != WT_F32 && !is_half_type(type);
+            if (quantized) quantize_q8(xq, xs, x + (size_t)t * n, n);
             for (int r = 0; r < d; r++)
-                want[(size_t)t * d + r] = type != WT_F32 ? ref_q8_row(wq + (size_t)r * n, ws + r * (n / 32), xq, xs, n, bias[r])
-                                          : decode ? ref_matvec_row(w + (size_t)r * n, x + (size_t)t * n, n, bias[r])
-                                                   : ref_prefill_row(w + (size_t)r * n, x + (size_t)t * n, n, bias[r]);
+                want[(size_t)t * d + r] =
+                    is_block_type(type) ? ref_block_row(type, tw.blocks + (size_t)r * (n / test_block_values(type)) * test_block_bytes(type), n, xq, xs, bias[r])
+                    : quantized ? ref_q8_row(wq + (size_t)r * n, ws + r * (n / 32), xq, xs, n, bias[r])
+                    : decode    ? ref_matvec_row(w + (size_t)r * n, x + (size_t)t * n, n, bias[r])
+                                : ref_prefill_row(w + (size_t)r * n, x + (size_t)t * n, n, bias[r]);
         }
         char what[300];
         snprintf(what, sizeof what, "matmul %s%s, n %d, d %d, %s",
-                 type == WT_Q8_0 ? "q8_0" : type == WT_Q4_0 ? "q4_0" : "float32",
+                 type == WT_F32 ? "float32" : type_name(type),
                  !m.packed ? "" : type != WT_Q8_0 ? " rearranged" : q8_copy_kind(&m)[0] == 'q' ? " rearranged, quants + 128" : " rearranged, signed quants", n, d, pass == 2 ? "decode of T samples" : decode ? "decode" : "prefill");
         expect_bits(what, got, want, (size_t)T * d);
         if (T == 1) break;
@@ -926,6 +1100,143 @@ static void check_norm_sums(void) {
     if (!ok || !order_matters) failures++;
 }
 
+/* ---- the block formats by hand ---------------------------------------------------------- */
+
+/* One row of one block (32 or 256 values) times activations x through matmul(), as the loader
+ * prepares it; and what the format's row read gives for value i. */
+static float block_product(int type, const uint8_t *block, const float *x, int n) {
+    Matrix m = {.type = type, .rows = 1, .cols = n, .blocks = block}, *list[1] = {&m};
+    size_t bytes = prepare_weights(list, 1, NULL);
+    void *copy = malloc(bytes + 1);
+    if (bytes) prepare_weights(list, 1, copy);
+    MatmulScratch scratch = {0};
+    matmul_scratch_init(&scratch, 1, n, 1u << type);
+    float out;
+    matmul(&out, x, &m, NULL, 1, 0, &scratch);
+    matmul_scratch_free(&scratch);
+    free(copy);
+    return out;
+}
+static float block_value_read(int type, const uint8_t *block, int n, int i) {
+    Matrix m = {.type = type, .rows = 1, .cols = n, .blocks = block};
+    float row[256];
+    weight_types[type].row(&m, 0, row);
+    return row[i];
+}
+
+/* Activations whose quantization is exact: per group of 32, 127 first and 1 after it, so the
+ * group's scale is 127 / 127 = 1 and its quants are the values: each group's quants sum to 158. */
+static void exact_activations(float *x, int n) {
+    for (int i = 0; i < n; i++) x[i] = i % 32 == 0 ? 127.0f : 1.0f;
+}
+
+static void check_block_formats_by_hand(void) {
+    float x[256];
+    exact_activations(x, 256);
+    uint8_t b[256];
+
+    /* q5_0: d = 0.5 (binary16 0x3800); qs[j] = j | (15 - j) << 4; qh = 0xAAAA5555 (bits 0, 2, ...,
+     * 14 and 17, 19, ..., 31). Value j < 16: number j + 16 for even j (its bit set), j for odd, so
+     * quant j or j - 16; value 16 + j: number 15 - j, + 16 for odd j: quant 15 - j or -1 - j.
+     * Quants 0..15 sum to (0 + 2 + ... + 14) + (1 + 3 + ... + 15 - 8 x 16) = 56 - 64 = -8, quants
+     * 16..31 to (14 + 12 + ... + 0) + (-1 - 3 - ... - 15) = 56 - 64 = -8. With activation 127 at
+     * value 0 (quant 0) and 1 elsewhere: dot = -16, product -16 x 0.5 = -8. */
+    memset(b, 0, sizeof b);
+    b[0] = 0x00, b[1] = 0x38;
+    b[2] = 0x55, b[3] = 0x55, b[4] = 0xAA, b[5] = 0xAA;
+    for (int j = 0; j < 16; j++) b[6 + j] = (uint8_t)(j | (15 - j) << 4);
+    expect_near("q5_0 block by hand: product", block_product(WT_Q5_0, b, x, 32), -8.0, 0);
+    expect_near("q5_0 block by hand: group dot", q5_0_group_dot(b, (const int8_t[32]){127, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                                                                 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}), -16, 0);
+    expect_near("q5_0 value 1 (quant -15) x 0.5", block_value_read(WT_Q5_0, b, 32, 1), -7.5, 0);
+    expect_near("q5_0 value 16 (quant -1) x 0.5", block_value_read(WT_Q5_0, b, 32, 16), -0.5, 0);
+    expect_near("q5_0 value 17 (quant 14) x 0.5", block_value_read(WT_Q5_0, b, 32, 17), 7.0, 0);
+
+    /* q5_1: the same quant bits, d = 0.25 (0x3400), m = -1.5 (0xBE00): numbers are q5_0's quants +
+     * 16, summing to -16 + 32 x 16 = 496; dot = 496 + 126 x number 0 (16) = 2512; product 2512 x
+     * 0.25 + 158 x -1.5 = 628 - 237 = 391. */
+    memset(b, 0, sizeof b);
+    b[0] = 0x00, b[1] = 0x34, b[2] = 0x00, b[3] = 0xBE;
+    b[4] = 0x55, b[5] = 0x55, b[6] = 0xAA, b[7] = 0xAA;
+    for (int j = 0; j < 16; j++) b[8 + j] = (uint8_t)(j | (15 - j) << 4);
+    expect_near("q5_1 block by hand: product", block_product(WT_Q5_1, b, x, 32), 391.0, 0);
+    expect_near("q5_1 value 1: 1 x 0.25 - 1.5", block_value_read(WT_Q5_1, b, 32, 1), -1.25, 0);
+    expect_near("q5_1 value 31: 16 x 0.25 - 1.5", block_value_read(WT_Q5_1, b, 32, 31), 2.5, 0);
+
+    /* q4_k: d = 0.25 (0x3400), dmin = 2 (0x4000); scales sc = 1, 2, 4, 8, 16, 32, 63, 47 and mins
+     * m = 3, 5, 9, 17, 33, 62, 0, 63, packed: bytes 0-3 sc[j] | (sc[j+4] >> 4) << 6 = 0x41, 0x82,
+     * 0xC4, 0x88; bytes 4-7 m[j] | (m[j+4] >> 4) << 6 = 0x83, 0xC5, 0x09, 0xD1; bytes 8-11 sc[j+4] %
+     * 16 | (m[j+4] % 16) << 4 = 0x10, 0xE0, 0x0F, 0xFF (every top bit and both 63s). qs[32c + l] = l
+     * % 16 | (15 - l % 16) << 4: even sub-blocks hold numbers l % 16, odd ones 15 - l % 16. Dot of
+     * an even one: 2 x (0 + ... + 15) + 126 x 0 = 240; of an odd one 240 + 126 x 15 = 2130.
+     * dsum = 240 x (1 + 4 + 16 + 63) + 2130 x (2 + 8 + 32 + 47) = 20160 + 189570 = 209730; msum =
+     * 158 x (3 + 5 + 9 + 17 + 33 + 62 + 0 + 63) = 158 x 192 = 30336; product 0.25 x 209730 - 2 x
+     * 30336 = 52432.5 - 60672 = -8239.5. */
+    static const uint8_t k_scale_bytes[12] = {0x41, 0x82, 0xC4, 0x88, 0x83, 0xC5, 0x09, 0xD1, 0x10, 0xE0, 0x0F, 0xFF};
+    memset(b, 0, sizeof b);
+    b[0] = 0x00, b[1] = 0x34, b[2] = 0x00, b[3] = 0x40;
+    memcpy(b + 4, k_scale_bytes, 12);
+    for (int i = 0; i < 128; i++) b[16 + i] = (uint8_t)(i % 16 | (15 - i % 16) << 4);
+    expect_near("q4_k block by hand (6-bit scales and mins using every bit): product", block_product(WT_Q4_K, b, x, 256), -8239.5, 0);
+    uint8_t sc[8], mn[8];
+    k_scales(b + 4, sc, mn);
+    static const uint8_t want_sc[8] = {1, 2, 4, 8, 16, 32, 63, 47}, want_m[8] = {3, 5, 9, 17, 33, 62, 0, 63};
+    expect_near("q4_k scales and mins unpacked", memcmp(sc, want_sc, 8) == 0 && memcmp(mn, want_m, 8) == 0, 1, 0);
+    /* value 32: sub-block 1, number 15: 0.25 x 2 x 15 - 2 x 5 = -2.5; value 200: sub-block 6,
+     * number 8: 0.25 x 63 x 8 - 0 = 126; value 255: number 0, - 2 x 63 = -126 */
+    expect_near("q4_k value 32", block_value_read(WT_Q4_K, b, 256, 32), -2.5, 0);
+    expect_near("q4_k value 200", block_value_read(WT_Q4_K, b, 256, 200), 126.0, 0);
+    expect_near("q4_k value 255", block_value_read(WT_Q4_K, b, 256, 255), -126.0, 0);
+
+    /* q5_k: q4_k's scales and nibbles, qh[l] = 0x55 for l < 16 (the fifth bit of the even
+     * sub-blocks' first 16), 0xAA after (the odd ones' last 16). Even sub-block numbers: l + 16
+     * for l < 16, l - 16 after; dot = (120 + 256) + 120 + 126 x 16 = 2512. Odd: 15 - l, then 47 -
+     * l; dot = 120 + 376 + 126 x 15 = 2386. dsum = 2512 x 84 + 2386 x 89 = 423362; product 0.25 x
+     * 423362 - 60672 = 45168.5. */
+    memset(b, 0, sizeof b);
+    b[0] = 0x00, b[1] = 0x34, b[2] = 0x00, b[3] = 0x40;
+    memcpy(b + 4, k_scale_bytes, 12);
+    for (int l = 0; l < 32; l++) b[16 + l] = l < 16 ? 0x55 : 0xAA;
+    for (int i = 0; i < 128; i++) b[48 + i] = (uint8_t)(i % 16 | (15 - i % 16) << 4);
+    expect_near("q5_k block by hand: product", block_product(WT_Q5_K, b, x, 256), 45168.5, 0);
+    /* value 0: number 16: 0.25 x 1 x 16 - 2 x 3 = -2; value 63: sub-block 1, l = 31, number 16:
+     * 0.25 x 2 x 16 - 10 = -2 */
+    expect_near("q5_k value 0", block_value_read(WT_Q5_K, b, 256, 0), -2.0, 0);
+    expect_near("q5_k value 63", block_value_read(WT_Q5_K, b, 256, 63), -2.0, 0);
+
+    /* q6_k: ql all 0x21 (low nibble 1, high 2), qh all 0xE4 (bits 2k, 2k+1 = k): value 128h + 32k
+     * + l has number 1 + 16k for k < 2 and 2 + 16k after: quants -31, -15, 2, 18 for k = 0..3;
+     * scales 127, -128, 1, -1, 64, -64, 2, 3, 5, 7, 11, 13, -17, 19, -23, 100; d = 0.125 (0x3000).
+     * Group g (k = g % 4) has activations summing to 142 over its first 16 and 16 over its last:
+     * dot_g = quant_k x (142 sc_2g + 16 sc_2g+1): -31 x 15986, -15 x 126, 2 x 8064, 18 x 332,
+     * -31 x 822, -15 x 1770, 2 x -2110, 18 x -1666 = -495566 - 1890 + 16128 + 5976 - 25482 - 26550
+     * - 4220 - 29988 = -561592; product 0.125 x -561592 = -70199. */
+    static const int8_t q6_scales[16] = {127, -128, 1, -1, 64, -64, 2, 3, 5, 7, 11, 13, -17, 19, -23, 100};
+    memset(b, 0, sizeof b);
+    memset(b, 0x21, 128);
+    memset(b + 128, 0xE4, 64);
+    memcpy(b + 192, q6_scales, 16);
+    b[208] = 0x00, b[209] = 0x30;
+    expect_near("q6_k block by hand (scales 127 and -128): product", block_product(WT_Q6_K, b, x, 256), -70199.0, 0);
+    /* value 0: 0.125 x 127 x -31 = -492.125; value 16: 0.125 x -128 x -31 = 496; value 200 (h 1,
+     * k 2, sub-block 12): 0.125 x -17 x 2 = -4.25 */
+    expect_near("q6_k value 0", block_value_read(WT_Q6_K, b, 256, 0), -492.125, 0);
+    expect_near("q6_k value 16", block_value_read(WT_Q6_K, b, 256, 16), 496.0, 0);
+    expect_near("q6_k value 200", block_value_read(WT_Q6_K, b, 256, 200), -4.25, 0);
+
+    /* f16 and bf16 rows read: 0x3C00 = 1, 0xC000 = -2, 0x0001 = 2^-24 (subnormal); bfloat16
+     * 0x3F80 = 1, 0xC040 = -3, 0x7F7F = 3.3895314e38 (its largest finite) */
+    uint16_t halves[3] = {0x3C00, 0xC000, 0x0001}, brain[3] = {0x3F80, 0xC040, 0x7F7F};
+    float row[3];
+    Matrix hm = {.type = WT_F16, .rows = 1, .cols = 3, .halves = halves};
+    weight_types[WT_F16].row(&hm, 0, row);
+    expect_near("f16 row read by hand", row[0] == 1.0f && row[1] == -2.0f && row[2] == 0x1p-24f, 1, 0);
+    hm = (Matrix){.type = WT_BF16, .rows = 1, .cols = 3, .halves = brain};
+    weight_types[WT_BF16].row(&hm, 0, row);
+    expect_near("bf16 row read by hand", row[0] == 1.0f && row[1] == -3.0f && row[2] == 3.3895314e38f, 1, 0);
+    printf("# kernels: %s\n", kernels_description());
+}
+
 int main(void) {
     check_norm_sums();
     check_quantize();
@@ -1145,6 +1456,26 @@ int main(void) {
     expect_near("q4_0 group dot by hand, portable", q4_0_group_dot_generic(g4, x32), -2184, 0);
     check_matmul(50, 30, 45, WT_F32, 0); /* float32 takes any width */
     check_matmul_bits(50, 30, 45, WT_F32, 0);
+
+    /* the block formats: q5_0 and q5_1 as q4_0's shapes; the k formats rows of 1 to 3 super-blocks,
+     * rows that leave part panels, part tiles of tokens, one token; f16 and bf16 as float32 */
+    check_block_formats_by_hand();
+    for (int i = 0; i < 5; i++)
+        for (int type = WT_Q5_0; type <= WT_BF16; type++)
+            if (type == WT_Q5_0 || type == WT_Q5_1 || is_half_type(type)) {
+                check_matmul(shapes[i][0], shapes[i][1], shapes[i][2], type, 1);
+                check_matmul_bits(shapes[i][0], shapes[i][1], shapes[i][2], type, 1);
+            }
+    int kshapes[][3] = {{256, 40, 37}, {768, 48, 45}, {512, 30, 33}, {256, 64, 100}, {768, 17, 1}};
+    for (int i = 0; i < 5; i++)
+        for (int type = WT_Q4_K; type <= WT_Q5_K; type++) {
+            check_matmul(kshapes[i][0], kshapes[i][1], kshapes[i][2], type, 1);
+            check_matmul_bits(kshapes[i][0], kshapes[i][1], kshapes[i][2], type, 1);
+        }
+    for (int type = WT_F16; type <= WT_BF16; type++) {
+        check_matmul(50, 30, 45, type, 0);
+        check_matmul_bits(50, 30, 45, type, 0);
+    }
 
     /* attention: one query (decode), a block of 16 and one of 20 (a part block after a whole
      * one) from past position 0, head sizes that do and do not fit the 16-lane path; queries

@@ -31,6 +31,7 @@ import pytest
 from common import PATHS, REPO, TEXT, TMP, GPTConfig, export, random_model, small_gpt2_tokenizer
 from model import BIAS_QKV
 from compare import c_generate, c_logits, c_tokens, compare_logits
+import block_formats
 from weight_file import FileTensor, read_model, read_tensors, write_model
 from paths import ARM_PATHS, SIMDE_PATHS, emulated
 
@@ -89,10 +90,30 @@ def models() -> dict:
         mixed = TMP / "paths_mixed.bin"
         write_model(mixed, llama_model, tok, "q4_0",
                     tensor_types={"h.0.*": "q8_0", "lm_head.weight": "q8_0", "h.1.attn.c_proj.weight": "f32"})
+        # GGUF's block formats: a Llama-shaped model whose rows are multiples of 256 as llama.cpp's
+        # Q4_K_M mixes it (q4_k; q6_k for the output head and, on layers 2 and 3 of 4, the
+        # value and down projections: the query, key and value apart, model.h's qkv_apart, so
+        # that the fused projection is a matrix of parts); one of width 96 (as SmolLM2's 576, not a
+        # multiple of 256) where the mix falls back to q5_0 and q8_0, but its down projection
+        # (rows of 256) is q4_k; and q5_1, q5_k, f16, bf16 in one file
+        k_cfg = GPTConfig(n_layer=4, n_head=4, n_kv_head=2, n_embd=256, n_hidden=512, n_ctx=256, vocab_size=V,
+                          vocab_padded=V, norm="rms", pos="rotary", ffn="swiglu", bias=0, tied_head=False)
+        k_model = random_model(k_cfg, seed=54, std=0.1)
+        q4_k_m = TMP / "paths_q4_k_m.bin"
+        write_model(q4_k_m, k_model, tok, "q4_k_m")
+        narrow_cfg = GPTConfig(n_layer=2, n_head=4, n_kv_head=2, n_embd=96, n_hidden=256, n_ctx=256, vocab_size=V,
+                               vocab_padded=V, norm="rms", pos="rotary", ffn="swiglu", bias=0, tied_head=True)
+        narrow_q4_k_m = TMP / "paths_narrow_q4_k_m.bin"
+        write_model(narrow_q4_k_m, random_model(narrow_cfg, seed=55), tok, "q4_k_m")
+        more_blocks = TMP / "paths_q5_k_m_halves.bin"
+        write_model(more_blocks, k_model, tok, "q5_k_m",
+                    tensor_types={"h.0.attn.c_attn.weight": "q5_1", "h.1.mlp.c_fc.weight": "f16",
+                                  "h.1.mlp.gate.weight": "bf16", "lm_head.weight": "q5_0"})
         prompt = TMP / "paths_prompt.txt"  # 100 tokens: tiles of 16 and 32 and a ragged tail
         prompt.write_bytes(tok.decode(c_tokens(binary("run", "native"), f32, TEXT.encode())[:100]))
         _models.update(model=model, tok=tok, f32=f32, q8=q8, odd=odd, q4=q4, odd_q4=odd_q4, prompt=prompt,
-                       llama_model=llama_model, llama=llama, llama_q8=llama_q8, llama_q4=llama_q4, mixed=mixed)
+                       llama_model=llama_model, llama=llama, llama_q8=llama_q8, llama_q4=llama_q4, mixed=mixed,
+                       q4_k_m=q4_k_m, narrow_q4_k_m=narrow_q4_k_m, more_blocks=more_blocks)
     return _models
 
 
@@ -137,7 +158,28 @@ def quantize_q8(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def product_reference(x: np.ndarray, w: FileTensor, bias: np.ndarray | None):
     """x (T, n) @ W^T + bias in float64 -> (result, sum of |terms|, additions per output)."""
-    b = np.zeros(w.values.shape[0]) if bias is None else bias.astype(np.float64)
+    if w.row_parts is not None:  # a matrix of parts (qkv_apart): each part's product, its rows in order
+        results, r0 = [], 0
+        for part in w.row_parts:
+            rows = part.shape[0] if part.fmt is not None else part.values.shape[0]
+            results.append((*product_reference(x, part, None if bias is None else bias[r0:r0 + rows]), rows))
+            r0 += rows
+        return (np.concatenate([r[0] for r in results], axis=1), np.concatenate([r[1] for r in results], axis=1),
+                np.concatenate([np.full(rows, r[2]) for r in results for rows in [r[3]]]))
+    rows = w.shape[0] if w.fmt is not None else w.values.shape[0]
+    b = np.zeros(rows) if bias is None else bias.astype(np.float64)
+    if w.fmt in ("f16", "bf16"):
+        w = FileTensor(w.dequantized())
+    if w.fmt is not None:  # a block format: each value's two parts (block_formats.parts), exactly
+        T, n = x.shape
+        if not hasattr(w, "parts_of_values"):  # decoded once per matrix (check_trace keeps w)
+            w.parts_of_values = tuple(p.reshape(rows, n) for p in block_formats.parts(w.raw, w.fmt))
+        scale_part, min_part = w.parts_of_values
+        xq, xs = quantize_q8(x)
+        xv = xq * np.repeat(xs.astype(np.float64), 32, axis=1)
+        # the scales combine per group and per super-block: two fma chains of n / 32 a row
+        return xv @ (scale_part - min_part).T + b, np.abs(xv) @ (np.abs(scale_part) + np.abs(min_part)).T + np.abs(b), \
+            2 * (n // 32) + 2 * (n // 256)
     if w.scales is None:
         x64, w64 = x.astype(np.float64), w.values.astype(np.float64)
         return x64 @ w64.T + b, np.abs(x64) @ np.abs(w64).T + np.abs(b), x.shape[1]
@@ -154,16 +196,16 @@ def check_trace(trace: Path, model_file: Path) -> float:
     """The worst |C - reference| / bound over every output of every product (at most 1)."""
     cfg, _, tensors = read_tensors(model_file)
     head = tensors.get("lm_head.weight", tensors["wte"])
-    worst, seen = 0.0, set()
+    worst, seen, matrices = 0.0, set(), {}
     for layer, which, x, out in read_trace(trace):
-        if which == 4:
-            w = FileTensor(head.values[: cfg.vocab_size],
-                           None if head.scales is None else head.scales[: cfg.vocab_size])
-            bias = None
-        else:
-            w = tensors[MATRICES[which] + ".weight"].layer(layer)
-            b = tensors.get(MATRICES[which] + ".bias")
-            bias = None if b is None else b.layer(layer).values
+        if (layer, which) not in matrices:
+            if which == 4:
+                matrices[layer, which] = head.rows(cfg.vocab_size), None
+            else:
+                b = tensors.get(MATRICES[which] + ".bias")
+                matrices[layer, which] = (tensors[MATRICES[which] + ".weight"].layer(layer),
+                                          None if b is None else b.layer(layer).values)
+        w, bias = matrices[layer, which]
         ref, size, additions = product_reference(x, w, bias)
         ratio = float((np.abs(out - ref) / ((additions + 8) * U * size + 1e-30)).max())
         assert ratio <= 1, f"{trace.name}: layer {layer} {MATRICES[which]}: error {ratio:.3g} x its bound"
@@ -174,7 +216,8 @@ def check_trace(trace: Path, model_file: Path) -> float:
     return worst
 
 
-ALL_WEIGHTS = ["f32", "q8", "odd", "q4", "odd_q4", "llama", "llama_q8", "llama_q4", "mixed"]
+ALL_WEIGHTS = ["f32", "q8", "odd", "q4", "odd_q4", "llama", "llama_q8", "llama_q4", "mixed", "q4_k_m", "narrow_q4_k_m",
+               "more_blocks"]
 
 
 @pytest.mark.parametrize("weights", ALL_WEIGHTS)
@@ -204,7 +247,7 @@ def test_logits_bit_identical_across_paths(weights: str) -> None:
         differ = [path for path in PATHS if not np.array_equal(logits[path, block], base)]
         assert not differ, f"block {block}: {differ} differ from native by up to " \
                            f"{max(np.abs(logits[p, block] - base).max() for p in differ):.3g}"
-    if weights not in ("f32", "llama", "mixed"):  # q8_0, q4_0: the same arithmetic one token at a time and in blocks
+    if weights not in ("f32", "llama", "mixed", "more_blocks"):  # quantized: one arithmetic for a token and a block
         assert np.array_equal(logits["native", 1], logits["native", 128])
 
 
@@ -223,12 +266,13 @@ def test_q8_0_cache_logits_bit_identical_across_paths(weights: str) -> None:
                            f"{max(np.abs(logits[p] - logits['native']).max() for p in differ):.3g}"
 
 
-@pytest.mark.parametrize("weights", ["f32", "odd", "q8", "q4", "llama", "llama_q4"])
+@pytest.mark.parametrize("weights", ["f32", "odd", "q8", "q4", "llama", "llama_q4", "q4_k_m"])
 @pytest.mark.parametrize("path", PATHS)
 def test_samples_together_are_bit_identical_to_samples_alone(path: str, weights: str) -> None:
     """run --samples: 7 samples' decode steps through one forward() call give each sample the
     bits it gets decoded alone (tests/trace.c samples:N), float32 included: their products keep
-    the one-token arithmetic. 7 samples: part tiles of 4 and of 6 tokens; widths 64 and 96."""
+    the one-token arithmetic. 7 samples: part tiles of 4 and of 6 tokens; widths 64 and 96; and
+    q4_k_m's query, key and value apart (a matrix of parts: each part's product placed)."""
     m = models()
     out = TMP / f"samples_{path}_{weights}.bin"
     r = subprocess.run([str(binary("trace", path)), str(m[weights]), str(m["prompt"]), "samples:7", str(out)],
@@ -275,7 +319,7 @@ def threads_for(path: str) -> tuple[int, ...]:
     return (1, 2) if emulated(path) else (1, 2, 3)
 
 
-@pytest.mark.parametrize("weights", ["f32", "q8", "q4", "llama", "llama_q8"])
+@pytest.mark.parametrize("weights", ["f32", "q8", "q4", "llama", "llama_q8", "q4_k_m"])
 def test_greedy_identical_across_paths_and_threads(weights: str) -> None:
     m = models()
     prompt = m["tok"].decode(c_tokens(binary("run", "native"), m["f32"], TEXT.encode())[:40])

@@ -34,16 +34,23 @@ def valid_file(kind: str = "f32", version: int = VERSION) -> Path:
     SentencePiece or tokenizer.json tokenizer section (merges, rules, token kinds)."""
     tok = {"sentencepiece": sentencepiece_like, "tokenizer_json": tokenizer_json_like}.get(kind, char_tokenizer)()
     n = len(tok.tokens)
-    width = 32 if kind in ("q4_0", "q4_0_plain", "q8_0") else 16
+    width = 32 if kind in ("q4_0", "q4_0_plain", "q8_0") else 256 if kind in ("blocks", "blocks_llama") else 16
     llama = dict(norm="rms", pos="rotary", ffn="swiglu", n_head=4, n_kv_head=2, bias=BIAS_QKV,
                  rope_freqs=[1.0, 0.5]) if kind == "llama" else dict(n_head=2)
+    if kind == "blocks_llama":  # q4_k_m of the Llama family's block: the query, key and value apart (qkv_apart)
+        llama = dict(norm="rms", pos="rotary", ffn="swiglu", n_head=4, n_kv_head=2, bias=BIAS_QKV)
     cfg = GPTConfig(n_layer=2, n_embd=width, n_hidden=2 * width, n_ctx=32, vocab_size=n, vocab_padded=n + 5, **llama)
     path = TMP / f"robust_valid_{kind}{'' if version == VERSION else f'_v{version}'}.bin"
     mix = {"h.1.*": "q8_0", "lm_head.weight": "q8_0"} if kind == "q4_0" and version >= 4 else None
+    if kind == "blocks":  # GGUF's block formats: q4_k_m's q4_k and q6_k, and one matrix of each other
+        cfg.n_hidden = 256
+        mix = {"h.0.mlp.c_fc.weight": "q5_0", "h.1.mlp.c_fc.weight": "q5_1", "h.1.attn.c_proj.weight": "q5_k",
+               "h.0.attn.c_proj.weight": "f16", "h.0.mlp.c_proj.weight": "bf16"}
     kind = "q4_0" if kind == "q4_0_plain" else kind
     metadata = {"general.name": "robust", "general.source": "random weights"} if version >= 4 else None
-    write_model(path, random_model(cfg, seed=41), tok, {"q4_0": "q4_0", "q8_0": "q8_0"}.get(kind, "f32"), version=version,
-                tensor_types=mix, metadata=metadata)
+    write_model(path, random_model(cfg, seed=41), tok,
+                {"q4_0": "q4_0", "q8_0": "q8_0", "blocks": "q4_k_m", "blocks_llama": "q4_k_m"}.get(kind, "f32"),
+                version=version, tensor_types=mix, metadata=metadata)
     return path
 
 
@@ -212,7 +219,7 @@ def run_one(item: tuple[int, tuple[str, bytes]], folder: Path) -> tuple[str, str
     return name, None
 
 
-@pytest.mark.parametrize("kind", ["f32", "q4_0", "llama", "sentencepiece", "tokenizer_json"])
+@pytest.mark.parametrize("kind", ["f32", "q4_0", "llama", "sentencepiece", "tokenizer_json", "blocks"])
 def test_malformed_files_give_one_line_errors(kind: str) -> None:
     path = valid_file(kind)
     base = path.read_bytes()
@@ -234,6 +241,47 @@ def test_malformed_files_give_one_line_errors(kind: str) -> None:
     failures = [(n, why) for n, why in results if why]
     print(f"{len(cases)} malformed files, {len(failures)} not handled")
     assert not failures, failures[:10]
+
+
+@pytest.mark.parametrize("kind", ["blocks", "blocks_llama"])
+def test_hostile_blocks_refused_at_load(tmp_path, kind: str) -> None:
+    """A block whose binary16 scale (d, or q4_k's dmin, q5_1's m) is NaN or infinite, in any
+    block of any matrix of a block format, is refused at load with one line naming the tensor
+    and the block; so is a tensor one super-block (or one byte) short of its shape. blocks_llama:
+    the same in a file whose query, key and value projections are three tensors."""
+    from weight_file import WEIGHT_TYPES, table_entries, unpack_header
+    path = valid_file(kind)
+    base = path.read_bytes()
+    assert unpack_header(base)["qkv_apart"] == (kind == "blocks_llama")
+    names = {v: k for k, v in WEIGHT_TYPES.items()}
+    # where each format keeps its binary16 scales in a block of (values, bytes)
+    scales = {"q5_0": (32, 22, [0]), "q5_1": (32, 24, [0, 2]), "q4_k": (256, 144, [0, 2]), "q5_k": (256, 176, [0, 2]),
+              "q6_k": (256, 210, [208])}
+    cases, seen = [], set()
+    for i, (name, wtype, offset, size) in enumerate(table_entries(base, unpack_header(base))):
+        fmt = names[wtype]
+        if fmt not in scales:
+            continue
+        seen.add(fmt)
+        _, block_bytes, at = scales[fmt]
+        blocks = size // block_bytes
+        for block in (0, blocks // 2, blocks - 1):
+            for h in at:
+                for bits in (0x7E00, 0x7C00, 0xFC00, 0xFFFF):  # NaN, +inf, -inf, a NaN with every bit
+                    buf = bytearray(base)
+                    struct.pack_into("<H", buf, offset + block * block_bytes + h, bits)
+                    cases.append((f"{name} block {block}", bytes(buf), f"tensor '{name}' ({fmt}) block {block} has a scale"))
+        for cut in (block_bytes, 1):  # one block (a super-block) short, one byte short
+            buf = fix_crc(bytearray(patched(base, "<Q", unpack_header(base)["tensors_offset"] + 64 * i + 56, size - cut)))
+            cases.append((f"{name} short by {cut}", bytes(buf), f"tensor '{name}' has {size - cut} bytes"))
+    assert seen == (set(scales) if kind == "blocks" else {"q4_k", "q6_k"}), seen
+    for what, data, message in cases:
+        f = tmp_path / "hostile.bin"
+        f.write_bytes(data)
+        r = subprocess.run([str(RUN), str(f), "-i", "And", "-n", "2"], capture_output=True, timeout=10)
+        lines = r.stderr.decode().splitlines()
+        assert r.returncode == 1 and len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], \
+            (what, lines)
 
 
 @pytest.mark.parametrize("kind,version", [("f32", 1), ("q4_0", 1), ("f32", 2), ("q8_0", 2), ("f32", 3), ("q8_0", 3),

@@ -11,6 +11,11 @@
  *   2 mlp.c_fc, 3 mlp.c_proj, 4 lm_head, 5 mlp.gate), int32 T, rows, cols; then the input x
  *   (T, cols) and the output (T, rows) as float32, biases included.
  *
+ * usage: trace MODEL.bin rows OUT
+ *   every matrix's rows as run reads them back (its weight type's row read, kernels/types.h: an
+ *   embedding lookup's numbers), in product_matrices()'s order and then the token embedding:
+ *   per matrix int32 rows, cols, then (rows, cols) float32.
+ *
  * usage: trace MODEL.bin PROMPT_FILE samples:N OUT
  *   prefills the prompt once, then decodes SAMPLE_STEPS steps of N samples together (sample i
  *   is fed token (7 i + 3 s + 1) mod vocab_size at step s), and then each sample alone, in a
@@ -78,8 +83,38 @@ static void trace_samples(const uint32_t *ids, long n, int N) {
     free(alone); free(seqs); free(tokens);
 }
 
+/* The rows mode above. */
+static void trace_rows(void) {
+    const Config *c = &model.config;
+    Matrix **matrices = malloc_or_die(((size_t)MATRICES_PER_LAYER * c->n_layer + 2) * sizeof(Matrix *), "matrices");
+    int n = product_matrices(c, &model.weights, matrices);
+    matrices[n++] = &model.weights.wte;
+    for (int i = 0; i < n; i++) {
+        const Matrix *m = matrices[i];
+        int32_t shape[2] = {m->rows, m->cols};
+        float *row = malloc_or_die((size_t)m->cols * sizeof(float), "a row");
+        if (fwrite(shape, sizeof shape, 1, trace) != 1) die("cannot write the trace");
+        for (int r = 0; r < m->rows; r++) {
+            weight_types[m->type].row(m, r, row);
+            write_floats(row, (size_t)m->cols);
+        }
+        free(row);
+    }
+    free(matrices);
+}
+
 int main(int argc, char **argv) {
-    if (argc != 5) die("usage: trace MODEL.bin PROMPT_FILE BLOCK OUT, or trace MODEL.bin PROMPT_FILE samples:N OUT");
+    if (argc == 4 && strcmp(argv[2], "rows") == 0) {
+        build_transformer(&model, argv[1], 1, 0, CACHE_F16);
+        trace = fopen(argv[3], "wb");
+        if (!trace) die("cannot create '%s'", argv[3]);
+        trace_rows();
+        if (fclose(trace) != 0) die("cannot write '%s'", argv[3]);
+        free_transformer(&model);
+        return 0;
+    }
+    if (argc != 5) die("usage: trace MODEL.bin PROMPT_FILE BLOCK OUT, or trace MODEL.bin PROMPT_FILE samples:N OUT, or "
+                       "trace MODEL.bin rows OUT");
     size_t len;
     uint8_t *text = read_file_or_die(argv[2], &len);
     int samples = strncmp(argv[3], "samples:", 8) == 0 ? (int)parse_long("samples", argv[3] + 8, 1, 64) : 0;

@@ -36,6 +36,35 @@ static inline void quantize_group(int8_t *q, float *scale, const float *x) {
     vst1q_s8(q, vcombine_s8(vqmovn_s16(halves[0]), vqmovn_s16(halves[1])));
     vst1q_s8(q + 16, vcombine_s8(vqmovn_s16(halves[2]), vqmovn_s16(halves[3])));
 }
+
+/* The block formats' exact integer dot products of 16 (32) int8 weights w with 16 (32)
+ * activation quants x: sdot where targeted; else int8 x int8 into int16 lanes, two products
+ * a lane (the formats' weights are at most 32 in size: 2 x 32 x 127 fits), then pairwise into
+ * int32. */
+static inline int32_t int8_dot16(int8x16_t w, int8x16_t x) {
+#if defined(__ARM_FEATURE_DOTPROD)
+    return vaddvq_s32(vdotq_s32(vdupq_n_s32(0), w, x));
+#else
+    return vaddlvq_s16(vmlal_s8(vmull_s8(vget_low_s8(w), vget_low_s8(x)), vget_high_s8(w), vget_high_s8(x)));
+#endif
+}
+static inline int32_t int8_dot32(int8x16_t w0, int8x16_t w1, const int8_t *x) {
+#if defined(__ARM_FEATURE_DOTPROD)
+    return vaddvq_s32(vdotq_s32(vdotq_s32(vdupq_n_s32(0), w0, vld1q_s8(x)), w1, vld1q_s8(x + 16)));
+#else
+    int8x16_t x0 = vld1q_s8(x), x1 = vld1q_s8(x + 16);
+    int16x8_t p0 = vmlal_s8(vmull_s8(vget_low_s8(w0), vget_low_s8(x0)), vget_high_s8(w0), vget_high_s8(x0));
+    int16x8_t p1 = vmlal_s8(vmull_s8(vget_low_s8(w1), vget_low_s8(x1)), vget_high_s8(w1), vget_high_s8(x1));
+    return vaddvq_s32(vpadalq_s16(vpaddlq_s16(p0), p1));
+#endif
+}
+
+/* 16 bytes, byte i 16 where bit i of the 16 bits `bits` is set, else 0 (a fifth bit's value). */
+static inline uint8x16_t fifth_bits16(uint32_t bits) {
+    static const uint8_t lane_bit[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+    uint8x16_t spread = vcombine_u8(vdup_n_u8((uint8_t)bits), vdup_n_u8((uint8_t)(bits >> 8)));
+    return vandq_u8(vtstq_u8(spread, vld1q_u8(lane_bit)), vdupq_n_u8(16));
+}
 #endif
 
 #endif

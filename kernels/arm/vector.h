@@ -45,6 +45,7 @@ static inline vf vf_load_i8(const int8_t *p) {
     return vcvtq_f32_s32(vmovl_s16(vget_low_s16(wide)));
 }
 static inline vf vf_from_i32(const int32_t *p) { return vcvtq_f32_s32(vld1q_s32(p)); }
+static inline vf vf_load_bf16(const uint16_t *p) { return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16)); }
 
 /* ONE_LOAD(v): kernels/simd.h says what it is for; in a vector register ("w") */
 #if !defined(ONE_LOAD) && (defined(__GNUC__) || defined(__clang__))

@@ -92,6 +92,24 @@ static inline void store_rows16_512(const QuantProduct *p, int r0, int t0, int t
 }
 #endif
 
+/* 4-byte products of unsigned bytes u with signed bytes x, added to 8 rows' sums (the block
+ * formats' 256-bit kernels): AVX-VNNI's dpbusd into int32; with AVX2 alone maddubs into int16
+ * pairs (a caller keeps each pair's sum below 2^15), widened to int32 by dot4_sums_256 once. */
+static inline __m256i dot4_256(__m256i acc, __m256i u, __m256i x) {
+#if defined(__AVXVNNI__)
+    return _mm256_dpbusd_avx_epi32(acc, u, x);
+#else
+    return _mm256_add_epi16(acc, _mm256_maddubs_epi16(u, x));
+#endif
+}
+static inline __m256i dot4_sums_256(__m256i acc) {
+#if defined(__AVXVNNI__)
+    return acc;
+#else
+    return _mm256_madd_epi16(acc, _mm256_set1_epi16(1));
+#endif
+}
+
 /* The sums of rows r0..r0+15 for tokens t0..t0+tokens-1, rows 0-7 in lo[t] and 8-15 in hi[t],
  * plus the bias, into the output; rows past the bottom of W are not stored. */
 static inline void store_rows16(const QuantProduct *p, int r0, int t0, int tokens, const __m256 *lo, const __m256 *hi) {

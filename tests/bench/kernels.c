@@ -1,6 +1,6 @@
 /* tests/bench/kernels.c: the decode kernels alone, against a plain read of the same bytes.
  *
- * usage: kernels FORMAT ROWS COLS THREADS [TOKENS]   (FORMAT f32, q8_0 or q4_0)
+ * usage: kernels FORMAT ROWS COLS THREADS [TOKENS]   (FORMAT a weight type: f32, q8_0, q4_k, ...)
  *        kernels layers FORMAT LAYERS WIDTH THREADS
  *        kernels attention f16|f32|q8_0 POS [HEADS]
  *
@@ -95,6 +95,21 @@ static Matrix random_matrix(int type, int rows, int cols) {
         m.f32 = f;
         return m;
     }
+    if (weight_types[type].block_bytes || type == WT_F16 || type == WT_BF16) {
+        /* random bytes (every bit pattern of quants and scales), binary16 scales small and finite */
+        size_t bytes = weight_types[type].bytes(values);
+        uint8_t *data;
+        if (posix_memalign((void **)&data, TENSOR_ALIGN, bytes)) die("out of memory");
+        for (size_t i = 0; i < bytes; i++) data[i] = (uint8_t)next();
+        int block = weight_types[type].block, size = weight_types[type].block_bytes;
+        int at = type == WT_Q6_K ? 208 : 0, halves = type == WT_Q5_0 || type == WT_Q6_K ? 1 : 2;
+        for (size_t b = 0; size && b < values / (size_t)block; b++)
+            for (int h = 0; h < halves; h++) memcpy(data + b * size + at + 2 * h, &(uint16_t){0x1800 + next() % 256}, 2);
+        if (!size) /* f16 or bf16 values: finite ones of either sign below 4 */
+            for (size_t i = 0; i < values; i++) ((uint16_t *)data)[i] = (uint16_t)(type == WT_F16 ? next() % 0x4400 : next() % 0x4080) | (uint16_t)(next() & 0x8000);
+        weight_types[type].place(&m, data, values, 0);
+        return m;
+    }
     float *scale = malloc(values / 32 * sizeof(float));
     if (!scale) die("out of memory");
     for (size_t i = 0; i < values / 32; i++) scale[i] = (float)(next() % 1000 + 1) * 1e-5f;
@@ -124,13 +139,17 @@ static size_t prepare_all(Matrix **list, int n) {
     for (int i = 0; i < n; i++) {
         const Matrix *m = list[i];
         size_t values = (size_t)m->rows * m->cols, stored = copy_bytes ? panel_rows(m->rows) * (size_t)m->cols : values;
-        bytes += m->type == WT_F32 ? values * sizeof(float) : stored / (m->type == WT_Q4_0 ? 2 : 1) + stored / 32 * 4;
+        if (m->type != WT_F32 && m->type != WT_Q8_0 && m->type != WT_Q4_0) /* the copy's bytes, or the file's */
+            bytes += copy_bytes ? matrix_kernels(m->type)->packed_bytes(m) : weight_types[m->type].bytes(values);
+        else bytes += m->type == WT_F32 ? values * sizeof(float) : stored / (m->type == WT_Q4_0 ? 2 : 1) + stored / 32 * 4;
     }
     return bytes;
 }
 
 static int format_of(const char *name) {
-    return !strcmp(name, "f32") ? WT_F32 : !strcmp(name, "q8_0") ? WT_Q8_0 : !strcmp(name, "q4_0") ? WT_Q4_0 : -1;
+    for (int type = 0; type < WT_COUNT; type++)
+        if (!strcmp(name, weight_types[type].name)) return type;
+    return -1;
 }
 
 /* The products of matrices ms[0..n) one after another, one token each, repeated (about 2 GB a
@@ -180,10 +199,11 @@ static int layers_bench(int argc, char **argv) {
 int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "attention")) return attention_bench(argc, argv);
     if (argc > 1 && !strcmp(argv[1], "layers")) return layers_bench(argc, argv);
-    if (argc != 5 && argc != 6) die("usage: kernels f32|q8_0|q4_0 ROWS COLS THREADS [TOKENS]");
+    if (argc != 5 && argc != 6) die("usage: kernels FORMAT ROWS COLS THREADS [TOKENS]");
     int type = format_of(argv[1]);
     int rows = atoi(argv[2]), cols = atoi(argv[3]), threads = atoi(argv[4]), tokens = argc == 6 ? atoi(argv[5]) : 1;
-    if (type < 0 || rows < 16 || cols < 32 || cols % 32 || threads < 1 || tokens < 1 || tokens > 64) die("bad arguments");
+    if (type < 0 || rows < 16 || cols < 32 || cols % weight_types[type].block || cols % 32 || threads < 1 || tokens < 1 || tokens > 64)
+        die("bad arguments");
     omp_set_num_threads(threads);
     Matrix m = random_matrix(type, rows, cols);
     Matrix *list[1] = {&m};
