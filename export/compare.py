@@ -36,7 +36,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from export import load_source  # noqa: E402
-from weight_file import MATRICES, ExportError, TokenizerData, base_name, table_entries, unpack_header  # noqa: E402
+from weight_file import (MATRICES, TOK_DUMMY_PREFIX, TOK_REMOVE_EXTRA_SPACES, TOK_SENTENCEPIECE, TOKEN_NORMAL,  # noqa: E402
+                         ExportError, TokenizerData, base_name, table_entries, unpack_header)
 from model import CACHES, GPT, Rng, generate, sample  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -57,6 +58,25 @@ def c_tokens(run: Path, model: Path, prompt: bytes) -> list[int]:
     if r.returncode != 0:
         raise RuntimeError(f"run --tokenize failed: {r.stderr.decode(errors='replace').strip()}")
     return [int(x) for x in r.stdout.split()]
+
+
+def prompt_text(tok: TokenizerData, ids: list[int]) -> bytes:
+    """The text run encodes to ids: their bytes, less the space SentencePiece's dummy prefix put
+    before the text (run puts it back), dropped as SentencePiece's decode and tokenizer.c's
+    decoder drop it: from the first normal token that prints something, or from each leading one
+    when extra spaces are removed."""
+    out = tok.decode(ids)
+    if not (tok.flags & TOK_SENTENCEPIECE and tok.flags & (TOK_DUMMY_PREFIX | TOK_REMOVE_EXTRA_SPACES)):
+        return out
+    parts, dropped = [], False
+    for k, i in enumerate(ids):
+        piece = tok.decode([i])
+        if tok.kinds[i] == TOKEN_NORMAL and not dropped and piece.startswith(b" "):
+            piece, dropped = piece[1:], not tok.flags & TOK_REMOVE_EXTRA_SPACES
+        parts.append(piece)
+        if piece:
+            return b"".join(parts) + tok.decode(ids[k + 1:])
+    return b"".join(parts)
 
 
 def c_logits(run: Path, model: Path, prompt: bytes, vocab_size: int, block: int = 1,
@@ -283,8 +303,14 @@ def main() -> int:
         return 1
     model.set_cache(args.cache)
     prompt = args.prompt.encode("utf-8")
-    ids = c_tokens(args.run, args.model, prompt)[: model.config.n_ctx]
-    prompt = tok.decode(ids)
+    ids = c_tokens(args.run, args.model, prompt)
+    if len(ids) > model.config.n_ctx:  # the prompt cut to the context, as text
+        ids = ids[:model.config.n_ctx]
+        prompt = prompt_text(tok, ids)
+        if c_tokens(args.run, args.model, prompt) != ids:
+            print(f"error: the prompt's first {len(ids)} tokens (the context) do not encode back to themselves as "
+                  "text: give a shorter --prompt", file=sys.stderr)
+            return 1
     weight_type = coarsest_type(args.model)
     if weight_type in QUANTIZED_BOUND:
         return compare_quantized(args, model, ids, prompt, weight_type)

@@ -552,6 +552,18 @@ def test_logits_every_position(name: str, wtype: str) -> None:
         assert diff <= tol
 
 
+@pytest.mark.parametrize("name", ["llama2", "gpt2"])
+def test_compare_py_checks_a_gguf_export(name: str) -> None:
+    """export/compare.py GGUF MODEL.bin, the user's check, on a prompt within the context and on
+    one cut to it (as text: SentencePiece's dummy-prefix space is not doubled)."""
+    gguf, out = made(name, "f32")
+    for prompt in ("And it came to pass", "And God said, Let there be light. " * 40):
+        r = subprocess.run(["/usr/bin/python3", str(REPO / "export" / "compare.py"), str(gguf), str(out), "--prompt",
+                            prompt, "--steps", "16", "--seeds", "1"], capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        assert "greedy: identical" in r.stdout
+
+
 @pytest.mark.parametrize("wtype", TYPES)
 @pytest.mark.parametrize("name", MODELS)
 def test_greedy_tokens_equal_llama_cpps(name: str, wtype: str) -> None:
