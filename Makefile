@@ -125,7 +125,7 @@ tests/build/kernels: tests/bench/kernels.c $(SOURCES) $(HEADERS)
 	$(CC) $(CFLAGS) $(WARN) -Wno-unused-function -fopenmp -o $@ tests/bench/kernels.c tokenizer.c -lm
 
 # speed against the memory-bandwidth ceiling, and the tokenizer against npm tiktoken
-bench: deps $(BIN) tests/build/bandwidth tests/build/kernels $(PATH_BUILDS)
+bench: deps $(BIN) tests/build/bandwidth tests/build/kernels tests/build/llama_ref $(PATH_BUILDS)
 	$(PYTHON) tests/bench/bench.py --runs 5
 
 # stdin is /dev/null: run reads a prompt from stdin when it is not a terminal
@@ -148,9 +148,13 @@ run-asan: $(SOURCES) $(HEADERS)
 tests/build/test_kernels-asan: tests/test_kernels.c $(SOURCES) $(HEADERS)
 	@mkdir -p tests/build
 	$(CC) $(SANITIZE) $(WARN) -Wno-unused-function -o $@ tests/test_kernels.c tokenizer.c -lm
-sanitize: deps run-asan tests/build/test_kernels-asan $(PATH_BUILDS) tests/build/tokenize_lines tests/build/llama_ref
+# The suite's tests that run `run`, against its AddressSanitizer + UBSan build: those of the
+# instruction-set paths, the build checks and the kernels' own binaries run other builds (their
+# kernels are checked by test_kernels-asan), so they are left to `make test`.
+sanitize: deps run-asan tests/build/test_kernels-asan tests/build/tokenize_lines tests/build/llama_ref
 	tests/build/test_kernels-asan > /dev/null
-	ASAN_OPTIONS=detect_leaks=0 RUN_BINARY=$(CURDIR)/run-asan $(PYTHON) -m pytest -q -p no:cacheprovider --durations=15 tests < /dev/null
+	ASAN_OPTIONS=detect_leaks=0 RUN_BINARY=$(CURDIR)/run-asan $(PYTHON) -m pytest -q -p no:cacheprovider --durations=15 \
+	    --ignore=tests/test_paths.py --ignore=tests/test_build.py --ignore=tests/test_kernels.py tests < /dev/null
 	ASAN_OPTIONS=detect_leaks=1 ./run-asan tests/tmp/parity_gpt2.bin -i "And God said" -n 16 -s 1 --stop xyz \
 	    --repeat-penalty 1.2 > /dev/null
 	ASAN_OPTIONS=detect_leaks=1 ./run-asan tests/tmp/parity_gpt2.bin -i "And God said" -n 300 -s 1 --stop " the" \
