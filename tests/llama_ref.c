@@ -11,6 +11,11 @@
  *            ids separated by spaces) in one batch, as float32 [n_ids][n_vocab] to OUT
  *        llama_ref generate MODEL.gguf IDS N     N greedy tokens after IDS, one per line: the id
  *            and the gap between the largest logit and the next (how clear the choice was)
+ *        llama_ref bench MODEL.gguf IDS N THREADS  speed as llama.cpp runs by default (its context
+ *            defaults: binary16 keys and values, flash attention as it decides, the prompt in
+ *            one batch), on THREADS threads: IDS prefilled, then N greedy tokens decoded one a
+ *            call; prints run's timing line, "timing: load S s, prompt P tokens X tok/s,
+ *            generated N tokens Y tok/s" (tests/bench/bench.py reads both programs' alike)
  *        llama_ref quantize IN.gguf OUT.gguf FTYPE [OUTPUT_TYPE [EMBEDDING_TYPE]]
  *            llama_model_quantize to FTYPE (f16, bf16, q8_0, q4_0, q5_0, q5_1, and the mixes
  *            q4_k_m, q5_k_m, q6_k, each as llama-quantize names it); the output head's and the
@@ -26,6 +31,7 @@
  * position of the prompt in one micro-batch, so that what differs from run.c is only what
  * llama.cpp's matrix products round (tests/test_gguf.py derives its tolerance from that).
  * Errors print one line "llama_ref: ..." and exit with status 1. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -33,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "ggml-backend.h"
 #include "ggml.h"
@@ -205,6 +212,44 @@ static int generate(const char *path, const char *ids_path, int steps) {
     return 0;
 }
 
+static double seconds_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int bench(const char *path, const char *ids_path, int steps, int threads) {
+    int n;
+    int32_t *ids = read_ids(ids_path, &n);
+    double start = seconds_now();
+    struct llama_model *model = load_model(path, 0);
+    int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
+    struct llama_context_params params = llama_context_default_params();
+    params.n_ctx = (uint32_t)(n + steps);
+    params.n_seq_max = 1;
+    params.n_threads = params.n_threads_batch = threads;
+    params.no_perf = true;
+    struct llama_context *ctx = llama_init_from_model(model, params);
+    if (!ctx) fail("llama_init_from_model failed", NULL);
+    double loaded = seconds_now();
+    decode(ctx, ids, n, 0, 0);
+    double prefilled = seconds_now();
+    for (int step = 0; step < steps; step++) {
+        const float *row = llama_get_logits_ith(ctx, -1);
+        int32_t best = 0;
+        for (int j = 1; j < n_vocab; j++)
+            if (row[j] > row[best]) best = j;
+        decode(ctx, &best, 1, n + step, 0);
+    }
+    double done = seconds_now();
+    fprintf(stderr, "timing: load %.3f s, prompt %d tokens %.2f tok/s, generated %d tokens %.2f tok/s\n",
+            loaded - start, n, n / (prefilled - loaded), steps, steps / (done - prefilled));
+    llama_free(ctx);
+    llama_model_free(model);
+    free(ids);
+    return 0;
+}
+
 static enum ggml_type type_named(const char *name) {
     for (int t = 0; t < GGML_TYPE_COUNT; t++) {
         const char *known = ggml_type_name((enum ggml_type)t);
@@ -275,7 +320,7 @@ static int dequantize(const char *path, const char *dir) {
 }
 
 int main(int argc, char **argv) {
-    const char *usage = "usage: llama_ref tokenize|vocab|logits|generate|quantize|dequantize MODEL.gguf ... "
+    const char *usage = "usage: llama_ref tokenize|vocab|logits|generate|bench|quantize|dequantize MODEL.gguf ... "
                         "(tests/llama_ref.c says what each takes)";
     if (argc < 3) fail(usage, NULL);
     llama_log_set(quiet_log, NULL);
@@ -293,6 +338,7 @@ int main(int argc, char **argv) {
     else if (strcmp(command, "vocab") == 0 && argc == 3) rc = vocab_tokens(argv[2]);
     else if (strcmp(command, "logits") == 0 && argc == 5) rc = logits(argv[2], argv[3], argv[4]);
     else if (strcmp(command, "generate") == 0 && argc == 5) rc = generate(argv[2], argv[3], atoi(argv[4]));
+    else if (strcmp(command, "bench") == 0 && argc == 6) rc = bench(argv[2], argv[3], atoi(argv[4]), atoi(argv[5]));
     else if (strcmp(command, "quantize") == 0 && argc >= 5 && argc <= 7) rc = quantize(argc, argv);
     else fail(usage, NULL);
     llama_backend_free();

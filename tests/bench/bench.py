@@ -3,7 +3,7 @@ against the npm package tiktoken. Run it on an idle machine.
 
 usage: bench.py [--runs N] [--shapes cached,124M,medium,large,llama] [--skip-models] [--skip-quality]
                 [--skip-load] [--skip-cold] [--skip-kernels] [--skip-samples] [--skip-paths]
-                [--skip-tokenizer] [--skip-caches] [--skip-chat]
+                [--skip-tokenizer] [--skip-caches] [--skip-chat] [--skip-llama-cpp]
                 [--cache f16|f32|q8_0]
 
 --cache: the key/value cache of every timed run (run --cache; default f16, run's default), so
@@ -73,6 +73,14 @@ Chat: a 10-turn conversation typed on a terminal (a pty) with a Llama-shaped q8_
 ChatML template: milliseconds from a typed line to the first byte of its reply, turn 1 and turn
 10, and turn 10's conversation as a fresh --messages run that computes its whole history: the
 kept cache makes turn 10 cost its new tokens, about what turn 1 costs.
+
+llama.cpp: Q4_K_M files (llama.cpp's own quantizer's mix: Q4_K, Q6_K for the output head and
+some value and down projections, Q5_0/Q8_0 where a row is not a multiple of 256) of a
+Llama-shaped model whose rows are multiples of 256 (12 layers, width 768, 4 key/value heads,
+SwiGLU of 2048, vocabulary 32000) and of SmolLM2-135M's shape (30 layers, width 576, 9 heads
+and 3 key/value heads, SwiGLU of 1536, vocabulary 49152, tied head), random weights: prefill and
+decode tok/s and peak RSS of run on the file's export and of llama.cpp itself on the GGUF
+(tests/llama_ref.c bench, node-llama-cpp's prebuilt libraries), alternating.
 """
 from __future__ import annotations
 
@@ -772,6 +780,96 @@ def chat_table(runs: int) -> None:
         m1, m10, mf = (statistics.median(x) * 1000 for x in (t1, t10, fresh))
         print(f"| {threads} | {m1:.1f} | {m10:.1f} | {mf:.1f} | {m10 / m1:.2f} |")
 
+LLAMA_REF = REPO / "tests" / "build" / "llama_ref"
+GGUF_SHAPES = {  # label: (file tag, layers, heads, key/value heads, width, feed-forward, vocabulary, tied head)
+    "Llama 768 (rows of 256s)": ("llama768", 12, 12, 4, 768, 2048, 32000, False),
+    "SmolLM2-135M shape (width 576)": ("smollm2", 30, 9, 3, 576, 1536, 49152, True),
+}
+
+
+def q4_k_m_files(tag: str, layers: int, heads: int, kv_heads: int, width: int, hidden: int, vocab: int,
+                 tied: bool) -> tuple[Path, Path]:
+    """(llama.cpp's Q4_K_M GGUF, our export of it) of a Llama-block model with random weights,
+    made once: float32 GGUF by tests/gguf_writer.py (GPT-2's vocabulary cut to `vocab` tokens,
+    the last <|endoftext|>), quantized by llama.cpp's own quantizer (tests/llama_ref quantize),
+    exported by export/export.py (every block copied as it is)."""
+    gguf, ours = OUT / f"gguf_{tag}_q4_k_m.gguf", OUT / f"gguf_{tag}_q4_k_m.bin"
+    if not gguf.exists():
+        import torch
+        from gguf_writer import UINT32, add_bpe_vocab, gguf_of_model
+        from model import GPT, GPTConfig
+        from test_llama import gpt2_files
+        torch.set_num_threads(2)
+        OUT.mkdir(exist_ok=True)
+        cfg = GPTConfig(n_layer=layers, n_head=heads, n_kv_head=kv_heads, n_embd=width, n_hidden=hidden, n_ctx=1024,
+                        vocab_size=vocab, vocab_padded=vocab, norm="rms", pos="rotary", ffn="swiglu", bias=0,
+                        tied_head=tied)
+        g = gguf_of_model(GPT(cfg).init_random(124, std=0.02), "llama")
+        files = gpt2_files(merges=vocab - 257)
+        add_bpe_vocab(g, files["vocab.json"], files["merges.txt"], "gpt-2", ["<|endoftext|>"])
+        g.add("tokenizer.ggml.eos_token_id", UINT32, vocab - 1)
+        f32 = OUT / f"gguf_{tag}_f32.gguf"
+        g.write(f32)
+        r = sh(LLAMA_REF, "quantize", f32, gguf, "q4_k_m")
+        f32.unlink()
+        if r.returncode:
+            sys.exit(r.stderr.decode())
+    if not ours.exists():
+        r = sh(PYTHON, REPO / "export" / "export.py", gguf, ours)
+        if r.returncode:
+            sys.exit(r.stderr.decode())
+    return gguf, ours
+
+
+def timing_and_rss(*args) -> tuple[re.Match, float]:
+    """The timing line of one program's run and its peak resident memory in MB (wait4's)."""
+    p = subprocess.Popen([str(a) for a in args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    err = p.stderr.read().decode(errors="replace")
+    _, status, usage = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    m = TIMING.search(err)
+    if p.returncode or not m:
+        sys.exit(f"{args[0]} failed: {err}")
+    return m, usage.ru_maxrss / 1024
+
+
+def llama_cpp_table(runs: int) -> None:
+    """Q4_K_M GGUF files run as they are by llama.cpp (npm node-llama-cpp's prebuilt libraries,
+    tests/llama_ref bench: its default context, binary16 keys and values) and by run (the file's
+    export, every block copied, run's default binary16 cache): 128 greedy tokens after the same
+    128 tokens, the two programs alternating (each round's first by turns), medians of `runs`
+    rounds with half their spread, and the median of the rounds' own decode ratios."""
+    if not LLAMA_REF.exists():
+        sys.exit(f"{LLAMA_REF} is missing: make tests/build/llama_ref (tests/deps.sh installs llama.cpp's libraries)")
+    print(f"\nllama.cpp: Q4_K_M files, tok/s, median of {runs} alternating rounds (± half the spread); "
+          "peak RSS in MB")
+    print("| model | threads | prefill run / llama.cpp | decode run / llama.cpp | decode run ÷ llama.cpp "
+          "| RSS run / llama.cpp |")
+    print("|---|---|---|---|---|---|")
+    for label, shape in GGUF_SHAPES.items():
+        gguf, ours = q4_k_m_files(*shape)
+        prompt = prompt_of(ours, 128)
+        ids = OUT / f"{prompt.stem}.ids"
+        ids.write_bytes(sh(RUN, ours, "--tokenize", "--ids", "-f", prompt).stdout)
+        for threads in (1, 2):
+            programs = {
+                "run": (RUN, ours, "-f", prompt, "-n", 128, "-t", 0, "--ignore-eos", "-s", 1, "--cache", CACHE,
+                        "--threads", threads),
+                "llama.cpp": (LLAMA_REF, "bench", gguf, ids, 128, threads),
+            }
+            got = {name: ([], [], []) for name in programs}
+            for k in range(runs):
+                for name in (list(programs) if k % 2 == 0 else list(programs)[::-1]):
+                    m, rss = timing_and_rss(*programs[name])
+                    got[name][0].append(float(m[2]))
+                    got[name][1].append(float(m[4]))
+                    got[name][2].append(rss)
+            (rp, rd, rr), (lp, ld, lr) = got["run"], got["llama.cpp"]
+            med = statistics.median
+            print(f"| {label} | {threads} | {med(rp):.0f} ± {spread(rp):.0f} / {med(lp):.0f} ± {spread(lp):.0f} "
+                  f"| {med(rd):.1f} ± {spread(rd):.1f} / {med(ld):.1f} ± {spread(ld):.1f} | {median_ratio(rd, ld):.2f} "
+                  f"| {med(rr):.0f} / {med(lr):.0f} |")
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -789,6 +887,7 @@ def main() -> None:
     ap.add_argument("--skip-kernels", action="store_true")
     ap.add_argument("--skip-caches", action="store_true")
     ap.add_argument("--skip-chat", action="store_true")
+    ap.add_argument("--skip-llama-cpp", action="store_true")
     ap.add_argument("--cache", choices=("f16", "f32", "q8_0"), default="f16")
     args = ap.parse_args()
     global CACHE
@@ -817,6 +916,8 @@ def main() -> None:
         tokenizer_table(args.runs)
     if not args.skip_chat:
         chat_table(args.runs)
+    if not args.skip_llama_cpp:
+        llama_cpp_table(args.runs)
 
 
 if __name__ == "__main__":
