@@ -159,6 +159,13 @@ static void load_model(Transformer *t, const uint8_t *data, size_t size) {
     load_model_file(&t->file, data, size, &t->config, &t->weights, &t->tokenizer);
 }
 
+/* A matrix's pages of the mapped file given back (read again from the file if touched). */
+static void release_matrix_pages(const Matrix *m) {
+    ByteRange ranges[2];
+    int n = weight_type((uint32_t)m->type)->ranges(m, ranges);
+    for (int k = 0; k < n; k++) release_mapped(ranges[k].at, ranges[k].bytes);
+}
+
 /* What generation needs beyond the file: the sinusoid or rotary tables, the run-time buffers
  * and, for the kernels that want it, the weight matrices rearranged once (kernels/matmul.h's
  * prepare_weights). */
@@ -175,15 +182,26 @@ static void build_run(Transformer *t, int n_seq, CacheType cache) {
     build_state(&t->state, c, n_seq, cache, t->file.size, types);
     size_t bytes = prepare_weights(matrices, count, NULL), at = 0;
     if (bytes) t->weights_copy = malloc_or_die(bytes, "the rearranged copy of the weights"); /* every byte written */
-    /* One matrix at a time, and the file's pages of one the kernels read from its copy given
-     * back at once: the weights are never held twice (a tied embedding reads its rows back from
-     * the file, a few pages a token). */
-    for (int i = 0; i < count && bytes; i++) {
-        at += prepare_weights(&matrices[i], 1, (char *)t->weights_copy + at);
-        ByteRange ranges[2];
-        int n = matrices[i]->packed && t->file.mapped ? weight_type((uint32_t)matrices[i]->type)->ranges(matrices[i], ranges) : 0;
-        for (int k = 0; k < n; k++) release_mapped(ranges[k].at, ranges[k].bytes);
+    /* The weights are never held twice: the file's pages of every matrix the kernels read from a
+     * copy are given back first (the loader's checks read them all), and the matrices are copied
+     * largest first, each one's pages coming back while it is copied and leaving after. So at
+     * most the copies made so far, one matrix's pages and its copy are resident: about the
+     * weights and a small matrix, not the weights and the largest (a tied embedding, which reads
+     * its rows back from the file, a few pages a token). */
+    size_t *sizes = calloc_or_die((size_t)count * sizeof *sizes, "matrix sizes");
+    for (int i = 0; i < count; i++) {
+        sizes[i] = prepare_weights(&matrices[i], 1, NULL);
+        if (sizes[i] && t->file.mapped) release_matrix_pages(matrices[i]);
     }
+    for (int done = 0; done < count && bytes; done++) {
+        int next = 0; /* the largest matrix not yet copied (a copied one's size is set to 0) */
+        for (int i = 1; i < count; i++) if (sizes[i] > sizes[next]) next = i;
+        if (!sizes[next]) break;
+        at += prepare_weights(&matrices[next], 1, (char *)t->weights_copy + at);
+        if (t->file.mapped) release_matrix_pages(matrices[next]);
+        sizes[next] = 0;
+    }
+    free(sizes);
     free(matrices);
 }
 
