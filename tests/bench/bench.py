@@ -822,15 +822,23 @@ def q4_k_m_files(tag: str, layers: int, heads: int, kv_heads: int, width: int, h
 
 
 def timing_and_rss(*args) -> tuple[re.Match, float]:
-    """The timing line of one program's run and its peak resident memory in MB (wait4's)."""
+    """The timing line of one program's run and its peak resident memory in MB: the largest
+    VmHWM /proc shows while it runs (wait4's figure would count the pages of this Python process,
+    which the child had before its exec)."""
     p = subprocess.Popen([str(a) for a in args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    status, peak_kb = Path(f"/proc/{p.pid}/status"), 0
+    while p.poll() is None:
+        try:
+            line = next(x for x in status.read_text().split("\n") if x.startswith("VmHWM:"))
+            peak_kb = max(peak_kb, int(line.split()[1]))
+        except (OSError, StopIteration, ValueError):
+            pass
+        time.sleep(0.002)
     err = p.stderr.read().decode(errors="replace")
-    _, status, usage = os.wait4(p.pid, 0)
-    p.returncode = os.waitstatus_to_exitcode(status)
     m = TIMING.search(err)
     if p.returncode or not m:
         sys.exit(f"{args[0]} failed: {err}")
-    return m, usage.ru_maxrss / 1024
+    return m, peak_kb / 1024
 
 
 def llama_cpp_table(runs: int) -> None:
