@@ -120,14 +120,18 @@ class Metadata:
             return f"an array of {len(value[1])} {VALUE_TYPES[value[0]][0]}"
         return f"{VALUE_TYPES[vtype][0]} {value[:60]!r}" if vtype == STRING else f"{VALUE_TYPES[vtype][0]} {value!r}"
 
+    def absent(self, key: str, default):
+        """A missing key's default; without one, the error naming the key."""
+        if default is None:
+            raise self.fail(f"key '{key}' is missing")
+        return default
+
     def integer(self, key: str, default: int | None = None, low: int = 0, high: int = (1 << 31) - 1,
                 per_layer: int = 0) -> int:
         """An integer key (any integer type) in [low, high]; per_layer: an array of that many
         equal values is accepted too (llama.cpp reads some keys per layer)."""
         if key not in self.kv:
-            if default is None:
-                raise self.fail(f"key '{key}' is missing")
-            return default
+            return self.absent(key, default)
         vtype, value = self.kv[key]
         if vtype == ARRAY and per_layer:
             etype, values = value
@@ -145,9 +149,7 @@ class Metadata:
 
     def number(self, key: str, default: float | None = None) -> float:
         if key not in self.kv:
-            if default is None:
-                raise self.fail(f"key '{key}' is missing")
-            return default
+            return self.absent(key, default)
         vtype, value = self.kv[key]
         if vtype not in (FLOAT32, FLOAT64) or not np.isfinite(value):
             raise self.fail(f"key '{key}' is {self.found(key)}, expected a finite float")
@@ -155,9 +157,7 @@ class Metadata:
 
     def string(self, key: str, default: str | None = None) -> str:
         if key not in self.kv:
-            if default is None:
-                raise self.fail(f"key '{key}' is missing")
-            return default
+            return self.absent(key, default)
         vtype, value = self.kv[key]
         if vtype != STRING:
             raise self.fail(f"key '{key}' is {self.found(key)}, expected a string")
