@@ -370,6 +370,16 @@ def test_chat_template_becomes_the_chat_table() -> None:
 
 # ---- weights ------------------------------------------------------------------------------------
 
+def ggml_dequantized(gguf: Path, d: Path) -> dict[str, np.ndarray]:
+    """Every tensor of gguf through ggml's own to_float (llama_ref dequantize into folder d), as
+    float32 [rows, ne0], rows the product of its other dimensions."""
+    out = {}
+    for line in llama_ref("dequantize", gguf, d).decode().split("\n")[:-1]:
+        tensor, _, *ne = line.split()
+        out[tensor] = np.fromfile(d / f"{tensor}.f32", "<f4").reshape(-1, int(ne[0]))
+    return out
+
+
 @pytest.mark.parametrize("wtype", TYPES)
 @pytest.mark.parametrize("name", ["llama2", "qwen2", "gpt2"])
 def test_every_weight_is_llama_cpps_dequantization(name: str, wtype: str) -> None:
@@ -378,13 +388,7 @@ def test_every_weight_is_llama_cpps_dequantization(name: str, wtype: str) -> Non
     into adjacent pairs, q/k/v fused); the quantized ones keep their quants and scales."""
     gguf, out = made(name, wtype)
     with tempfile.TemporaryDirectory() as d:
-        index = llama_ref("dequantize", gguf, d).decode().split("\n")[:-1]
-        theirs = {}
-        for line in index:
-            tensor, _, *ne = line.split()
-            rows = int(ne[1]) * int(ne[2]) * int(ne[3])
-            theirs[tensor] = np.fromfile(Path(d) / f"{tensor}.f32", "<f4").reshape(rows, int(ne[0])).squeeze(0) \
-                if rows == 1 else np.fromfile(Path(d) / f"{tensor}.f32", "<f4").reshape(rows, int(ne[0]))
+        theirs = {t: a.squeeze(0) if a.shape[0] == 1 else a for t, a in ggml_dequantized(gguf, Path(d)).items()}
     cfg, _, tensors = read_tensors(out)
     hs = cfg.head_size
 

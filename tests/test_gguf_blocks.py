@@ -37,7 +37,7 @@ from gguf_file import read_gguf
 from gguf_import import Imported, gguf_tensors, write_imported
 from gguf_writer import gguf_of_model
 import test_gguf  # its checks are called, not imported (pytest would collect them here too)
-from test_gguf import export_cli, llama_ref, made
+from test_gguf import export_cli, ggml_dequantized, llama_ref, made
 from weight_file import WEIGHT_TYPES, read_header_and_table, read_model, read_tensors, table_entries, unpack_header
 
 MODELS = ("llama_k", "smollm2_k")
@@ -100,11 +100,7 @@ def test_every_weight_as_run_reads_it_is_llama_cpps_dequantization(name: str, wt
     test_gguf.test_every_weight_is_llama_cpps_dequantization(name, wtype)
     gguf, out = made(name, wtype)
     with tempfile.TemporaryDirectory() as d:
-        index = llama_ref("dequantize", gguf, d).decode().split("\n")[:-1]
-        theirs = {}
-        for line in index:
-            tensor, _, *ne = line.split()
-            theirs[tensor] = np.fromfile(Path(d) / f"{tensor}.f32", "<f4").reshape(-1, int(ne[0]))
+        theirs = ggml_dequantized(gguf, Path(d))
         rows = Path(d) / "rows"
         r = subprocess.run([str(REPO / "tests" / "build" / "trace-native"), str(out), "rows", str(rows)],
                            capture_output=True, timeout=300)
