@@ -63,7 +63,7 @@ from gguf_file import MAGIC as GGUF_MAGIC  # noqa: E402
 from gguf_import import export_gguf, load_gguf  # noqa: E402
 from model import BIAS_ATTN_OUT, BIAS_FFN, BIAS_QKV, GPT, GPTConfig  # noqa: E402
 from chat_template import folder_chat_metadata  # noqa: E402
-from output_files import write_bytes  # noqa: E402
+from output_files import refuse_input_as_output, write_bytes  # noqa: E402
 from safe_pickle import UnsafeFile, load_torch  # noqa: E402
 from tokenizer_files import bpe_vocab, char_vocab, folder_stop_ids, gpt2_vocab, read_tokenizer_source  # noqa: E402
 from weight_file import (MAGIC, MIXES, WEIGHT_TYPES, ExportError, TokenizerData, build_model, read_model,  # noqa: E402
@@ -607,6 +607,25 @@ def save_checkpoint(path: Path, model: GPT, tok: TokenizerData, extra: dict | No
     write_bytes(path, buffer.getvalue())
 
 
+# Files a loader reads beside a SOURCE or tokenizer file (a nanoGPT meta.pkl, a llama2.c
+# checkpoint's tokenizer, a tokenizer's configuration): inputs as much as the file itself.
+READ_BESIDE = ("meta.pkl", "tokenizer.model", "tokenizer.json", "vocab.json", "merges.txt", "encoder.json", "vocab.bpe",
+               "config.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+               "generation_config.json", "chat_template.jinja")
+
+
+def export_inputs(source: Path, tokenizer: Path | None, gpt2_dir: Path) -> list[Path]:
+    """Every file and folder an export of SOURCE may read: what its output must not be."""
+    inputs = [source, gpt2_dir]
+    for path in (source, tokenizer):
+        if path is None:
+            continue
+        inputs.append(path)
+        if path.is_file() and not is_gguf(path):
+            inputs += [path.parent / name for name in READ_BESIDE if (path.parent / name).exists()]
+    return inputs
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("source", help="our checkpoint, a nanoGPT or llama2.c ckpt.pt, a llama2.c .bin, a Hugging "
@@ -627,6 +646,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(2)
     try:
+        refuse_input_as_output(args.out, export_inputs(Path(args.source), args.tokenizer, args.gpt2_vocab))
         tensor_types = dict(spec.split("=", 1)[::1] for spec in args.tensor_type if "=" in spec)
         if len(tensor_types) != len(args.tensor_type):
             raise ExportError(f"--tensor-type takes PATTERN=TYPE, got {args.tensor_type!r}")

@@ -28,6 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tokenizer_files import folder_eos, sentencepiece_vocab, tokenizer_json_vocab  # noqa: E402
+from output_files import refuse_input_as_output  # noqa: E402
 from weight_file import RANK_NONE, ExportError, TokenizerData, write_model  # noqa: E402
 
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -130,6 +131,8 @@ def main() -> None:
     ap.add_argument("--eos", help="the end-of-text token of a tokenizer.json (its text)")
     args = ap.parse_args()
     try:
+        refuse_input_as_output(args.out, [args.tokenizer, *(args.tokenizer.parent / name for name in
+                                                           ("config.json", "tokenizer_config.json"))])
         tok = load_tokenizer(args.tokenizer, args.kind, args.eos)
         size = write_model(args.out, None, tok)
     except ExportError as e:

@@ -20,6 +20,57 @@ class ExportError(Exception):
     """A problem with a SOURCE, an output or a weight file, reported as one line."""
 
 
+def refuse_input_as_output(out: str | Path, inputs: list[str | Path]) -> None:
+    """An output must never be one of the files it is made from: refused when `out` is an input
+    file (by its name, through a symlink, or as another hard link of the same file) or lies
+    inside an input folder (a new file there too: the folder is the source as a whole). Checked
+    before anything is read, so nothing is spent on an export that cannot be written."""
+    name = str(out)
+    if name == "-":
+        return
+    target = Path(os.path.realpath(name))
+    try:
+        target_id = (target.stat().st_dev, target.stat().st_ino) if target.is_file() else None
+    except OSError:
+        target_id = None
+    for given in inputs:
+        source = Path(os.path.realpath(given))
+        if source.is_dir():
+            if source == target or source in target.parents:
+                raise ExportError(f"refusing to write '{name}': it is inside the source folder '{given}', "
+                                  "which the export reads; write it elsewhere")
+            if target_id is not None:  # a hard link elsewhere to one of the folder's files
+                for path in _files_under(source):
+                    if _file_id(path) == target_id:
+                        raise ExportError(f"refusing to write '{name}': it is the same file as '{path}' in the "
+                                          f"source folder '{given}' (a hard link); write it elsewhere")
+        elif source.exists():
+            if source == target:
+                how = "a symlink to the source" if os.path.islink(name) else "the source"
+                raise ExportError(f"refusing to write '{name}': it is {how} '{given}' itself; write it elsewhere")
+            if target_id is not None and _file_id(source) == target_id:
+                raise ExportError(f"refusing to write '{name}': it is the same file as the source '{given}' "
+                                  "(a hard link); write it elsewhere")
+
+
+def _file_id(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _files_under(folder: Path, limit: int = 10000) -> list[Path]:
+    """The regular files in folder and its subfolders (at most `limit`: a model folder holds a few)."""
+    found: list[Path] = []
+    for root, _, files in os.walk(folder):
+        found += [Path(root) / f for f in files]
+        if len(found) >= limit:
+            break
+    return found
+
+
 def write_output(out: str | Path, write: Callable[[BinaryIO], None]) -> None:
     """Call write(f) with a file object that writes `out` as the rules above say. f is written
     front to back (it may not be seekable)."""

@@ -148,7 +148,7 @@ def ids_of(spec: dict, names: list[str]) -> list[int]:
 
 @lru_cache(maxsize=None)
 def family_folder(family: str, steer: str | None = None) -> Path:
-    """The Hugging Face folder of a family's fixture model (exported to model.bin beside it by
+    """The Hugging Face folder of a family's fixture model (exported to FOLDER.bin beside it by
     exported()). steer: a token the model's output head is steered to emit soon (test_stop_sets'
     way: its row three times the row of the token the model would choose first)."""
     f = FAMILIES[family]
@@ -194,10 +194,10 @@ def steer_from(family: str) -> int:
 
 @lru_cache(maxsize=None)
 def exported(family: str, steer: str | None = None) -> Path:
-    """The family's fixture folder exported by export.py: FOLDER/model.bin."""
+    """The family's fixture folder exported by export.py, beside it: FOLDER.bin."""
     import subprocess
     folder = family_folder(family, steer)
-    out = folder / "model.bin"
+    out = folder.with_name(folder.name + ".bin")
     if True:  # once a process: the folder was written anew
         r = subprocess.run(["/usr/bin/python3", str(REPO / "export" / "export.py"), str(folder), str(out)],
                            capture_output=True, text=True, timeout=600)

@@ -64,6 +64,12 @@ def char_tokenizer() -> TokenizerData:
     return TokenizerData("char", [c.encode() for c in CHARS], [RANK_NONE] * len(CHARS), -1)
 
 
+def beside(folder: Path) -> Path:
+    """Where a test exports a source folder: FOLDER.bin next to it (never inside it: the exporter
+    refuses to write into a folder it reads)."""
+    return folder.with_name(folder.name + ".bin")
+
+
 def random_model(cfg: GPTConfig, seed: int, std: float = 0.3) -> GPT:
     """Random weights, large enough (std 0.3) that attention is far from uniform and logits
     span several units, so the comparisons below are sharp."""

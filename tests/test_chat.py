@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from chat_fixtures import FAMILIES, FIXTURES, exported, ids_of
-from common import REPO, RUN, TMP
+from chat_fixtures import FAMILIES, FIXTURES, exported, family_folder, ids_of
+from common import REPO, RUN, TMP, beside
 
 CONVERSATIONS = 210
 
@@ -325,17 +325,17 @@ def test_a_model_without_a_template_is_refused() -> None:
 
 
 def export_with_template(name: str, template: str) -> subprocess.CompletedProcess:
-    """The qwen2.5 fixture folder with another template, exported to FOLDER/model.bin."""
+    """The qwen2.5 fixture folder with another template, exported beside it to FOLDER.bin."""
     folder = TMP / f"chat_template_{name}"
-    base = exported("qwen2.5").parent
+    base = family_folder("qwen2.5")
     folder.mkdir(exist_ok=True)
     for f in base.iterdir():
-        if f.name != "model.bin":
+        if f.is_file():
             (folder / f.name).write_bytes(f.read_bytes())
     config = json.loads((folder / "tokenizer_config.json").read_text())
     config["chat_template"] = template
     (folder / "tokenizer_config.json").write_text(json.dumps(config))
-    return subprocess.run(["/usr/bin/python3", str(REPO / "export" / "export.py"), str(folder), str(folder / "model.bin")],
+    return subprocess.run(["/usr/bin/python3", str(REPO / "export" / "export.py"), str(folder), str(beside(folder))],
                           capture_output=True, text=True, timeout=600)
 
 
@@ -345,7 +345,7 @@ def test_what_a_table_cannot_express_is_a_refusal_run_reports() -> None:
     numbered = "{% for m in messages %}{{ loop.index }}. {{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
     assert export_with_template("numbered", numbered).returncode == 0
     path = write_messages([{"role": "user", "content": "hi"}])
-    r = subprocess.run([str(RUN), str(TMP / "chat_template_numbered" / "model.bin"), "--chat", "--messages", str(path)],
+    r = subprocess.run([str(RUN), str(beside(TMP / "chat_template_numbered")), "--chat", "--messages", str(path)],
                        capture_output=True, timeout=30)
     one_line_error(r, "chat template cannot be used")
 
@@ -355,7 +355,7 @@ def test_a_template_that_drops_system_messages_refuses_them() -> None:
     refused; without, its ids are the reference's."""
     template = (FIXTURES / "Phi-3-mini-4k-instruct.v1-2024-04-with-bos.jinja").read_text(encoding="utf-8")
     assert export_with_template("phi3_v1", template).returncode == 0
-    model = TMP / "chat_template_phi3_v1" / "model.bin"
+    model = beside(TMP / "chat_template_phi3_v1")
     path = write_messages([{"role": "system", "content": "S"}, {"role": "user", "content": "hi"}])
     r = subprocess.run([str(RUN), str(model), "--chat", "--messages", str(path)], capture_output=True, timeout=30)
     one_line_error(r, "drops or refuses system messages")
@@ -386,10 +386,10 @@ def test_the_template_is_found_where_transformers_finds_it(place: str) -> None:
     beside it: the export carries the template and its table either way."""
     template = (FIXTURES / FAMILIES["qwen2.5"]["template"]).read_text(encoding="utf-8")
     folder = TMP / f"chat_place_{place.replace(' ', '_').replace('.', '_')}"
-    base = exported("qwen2.5").parent
+    base = family_folder("qwen2.5")
     folder.mkdir(exist_ok=True)
     for f in base.iterdir():
-        if f.name not in ("model.bin", "chat_template.jinja"):
+        if f.is_file() and f.name != "chat_template.jinja":
             (folder / f.name).write_bytes(f.read_bytes())
     config = json.loads((folder / "tokenizer_config.json").read_text())
     if place == "named list":
@@ -399,9 +399,9 @@ def test_the_template_is_found_where_transformers_finds_it(place: str) -> None:
         del config["chat_template"]
         (folder / "chat_template.jinja").write_text(template, encoding="utf-8")
     (folder / "tokenizer_config.json").write_text(json.dumps(config))
-    r = subprocess.run(["/usr/bin/python3", str(REPO / "export" / "export.py"), str(folder), str(folder / "model.bin")],
+    r = subprocess.run(["/usr/bin/python3", str(REPO / "export" / "export.py"), str(folder), str(beside(folder))],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     messages = [{"role": "user", "content": "Where?"}]
     text = reference_render(template, messages, True, specials_of("qwen2.5"))
-    assert run_ids(folder / "model.bin", messages) == rust_ids(folder / "tokenizer.json", [text])[0]
+    assert run_ids(beside(folder), messages) == rust_ids(folder / "tokenizer.json", [text])[0]

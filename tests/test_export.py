@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from common import (DEFAULT_GPT2_VOCAB, REPO, RUN, TEXT, TMP, GPTConfig, char_tokenizer,
+from common import (DEFAULT_GPT2_VOCAB, REPO, RUN, TEXT, TMP, GPTConfig, beside, char_tokenizer,
                     gpt2_tokenizer, random_model, small_gpt2_tokenizer)
 from weight_file import file_tensors, write_model
 from compare import c_generate, c_logits, c_tokens, compare_logits, generation_agrees
@@ -175,9 +175,9 @@ def test_hf_safetensors() -> None:
         n = model.config.n_ctx
         sd[f"h.{i}.attn.bias"] = torch.tril(torch.ones(n, n)).view(1, 1, n, n)
     write_safetensors(d / "model.safetensors", sd)
-    r = export_cli(d, d / "model.bin")
+    r = export_cli(d, beside(d))
     assert r.returncode == 0, r.stderr.decode()
-    check_matches(model, gpt2_tokenizer(), d / "model.bin")
+    check_matches(model, gpt2_tokenizer(), beside(d))
 
 
 def test_hf_pytorch_model_bin() -> None:
@@ -190,9 +190,9 @@ def test_hf_pytorch_model_bin() -> None:
         sd[f"transformer.h.{i}.attn.masked_bias"] = torch.tensor(-1e4)
     sd["lm_head.weight"] = model.lm_head.weight.detach().clone()
     torch.save(sd, d / "pytorch_model.bin")
-    r = export_cli(d, d / "model.bin")
+    r = export_cli(d, beside(d))
     assert r.returncode == 0, r.stderr.decode()
-    check_matches(model, gpt2_tokenizer(), d / "model.bin")
+    check_matches(model, gpt2_tokenizer(), beside(d))
 
 
 def test_failed_export_leaves_nothing() -> None:
@@ -201,11 +201,12 @@ def test_failed_export_leaves_nothing() -> None:
     sd = hf_state_dict(model, prefix="")
     del sd["h.1.mlp.c_fc.weight"]
     write_safetensors(d / "model.safetensors", sd)
-    before = set(d.iterdir())
-    r = export_cli(d, d / "model.bin")
+    before = set(d.parent.iterdir()) - {beside(d)}
+    beside(d).unlink(missing_ok=True)
+    r = export_cli(d, beside(d))
     assert r.returncode == 1
     assert r.stderr.decode().startswith("error:") and "h.1.mlp.c_fc.weight" in r.stderr.decode()
-    assert set(d.iterdir()) == before
+    assert set(d.parent.iterdir()) == before
 
 
 class RunsCommand:
@@ -263,9 +264,9 @@ def test_malicious_pytorch_model_bin_is_refused() -> None:
     sd = hf_state_dict(model, prefix="")
     sd["h.0.attn.bias"] = RunsCommand(marker)
     torch.save(sd, d / "pytorch_model.bin")
-    r = export_cli(d, d / "model.bin")
+    r = export_cli(d, beside(d))
     refused(r, marker, "pytorch_model.bin")
-    assert not (d / "model.bin").exists()
+    assert not beside(d).exists()
 
 
 def test_train_resume_refuses_malicious_checkpoint() -> None:
@@ -293,10 +294,10 @@ def test_quantized_export_reads_back_within_half_a_step(dtype: str) -> None:
     model = hf_model(16, width=64)
     d = hf_folder(f"hf_{dtype}", model)
     write_safetensors(d / "model.safetensors", hf_state_dict(model, prefix=""))
-    r = subprocess.run([PYTHON, str(REPO / "export" / "export.py"), str(d), str(d / "model.bin"), "--dtype", dtype],
+    r = subprocess.run([PYTHON, str(REPO / "export" / "export.py"), str(d), str(beside(d)), "--dtype", dtype],
                        capture_output=True, timeout=300)
     assert r.returncode == 0, r.stderr.decode()
-    _, _, tensors = read_tensors(d / "model.bin")
+    _, _, tensors = read_tensors(beside(d))
     originals = dict(file_tensors(model))
     for name, t in tensors.items():
         want = originals[name].astype(np.float64)
@@ -316,7 +317,7 @@ def test_quantized_export_reads_back_within_half_a_step(dtype: str) -> None:
             largest = np.abs(want.reshape(-1, 32)).argmax(axis=1)
             assert (groups[np.arange(len(groups)), largest] == -8).all(), name  # the largest is -8
             assert (err <= (np.where(q == 7, 1.0, 0.5) + 1e-4) * step + 1e-12).all(), name
-    out = subprocess.run([str(RUN), str(d / "model.bin"), "-i", "Hello", "-n", "8", "-s", "1"], capture_output=True)
+    out = subprocess.run([str(RUN), str(beside(d)), "-i", "Hello", "-n", "8", "-s", "1"], capture_output=True)
     assert out.returncode == 0 and out.stdout.startswith(b"Hello"), out.stderr
 
 
@@ -416,3 +417,30 @@ def test_llama_cpp_mixes_choose_its_types() -> None:
                     want = fallback[want]
                 assert names[wtype] == want, (dtype, width, name, names[wtype], want)
             assert subprocess.run([str(RUN), str(path), "-n", "4", "-t", "0", "-i", "a"], capture_output=True).returncode == 0
+
+
+def test_export_never_writes_over_its_input() -> None:
+    """The output may not be the SOURCE file, by its name, a symlink or a hard link, nor any file
+    in a SOURCE folder: one line naming both, exit 1, every input byte for byte as it was (a GGUF
+    through its own reader, a Hugging Face folder's config.json and a new file in it)."""
+    import os
+    from test_gguf_files import tiny_gguf
+    d = folder("own_input")
+    gguf = d / "copy.gguf"
+    tiny_gguf().write(gguf)
+    model = hf_model(16)
+    hf = hf_folder("own_input_hf", model)
+    os.symlink(gguf.name, d / "link.gguf")
+    os.link(gguf, d / "hard.gguf")
+    os.link(hf / "config.json", d / "hard_config.json")
+    before = {p: p.read_bytes() for p in [gguf, *hf.iterdir()]}
+    cases = [(gguf, gguf, "itself"), (gguf, d / "link.gguf", "a symlink to the source"),
+             (gguf, d / "hard.gguf", "hard link"), (hf, hf / "config.json", "inside the source folder"),
+             (hf, hf / "model.bin", "inside the source folder"), (hf, d / "hard_config.json", "hard link")]
+    for source, out, why in cases:
+        r = export_cli(source, out)
+        err = r.stderr.decode()
+        assert r.returncode == 1 and err.count("\n") == 1 and err.startswith("error: refusing to write"), err
+        assert why in err and str(out) in err and str(source) in err, err
+    assert {p: p.read_bytes() for p in before} == before
+    assert not (hf / "model.bin").exists()

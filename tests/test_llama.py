@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from common import REPO, RUN, TEXT, TMP, GPTConfig, char_tokenizer, on_a_terminal, random_model, run
+from common import REPO, RUN, TEXT, TMP, GPTConfig, beside, char_tokenizer, on_a_terminal, random_model, run
 from compare import c_generate, c_generate_samples, c_logits, c_tokens, compare_logits, generation_agrees
 from export import load_source
 from tokenizer_files import bpe_vocab
@@ -286,26 +286,26 @@ def test_what_run_c_does_not_implement_is_refused(change: dict, message: str) ->
     _, _, _, source, written = built("hf_llama_gqa")
     folder = TMP / "llama_refused"
     write_hf_folder(folder, written, "llama", "F32", 1, gpt2_files(), **change)
-    r = subprocess.run([PYTHON, str(REPO / "export" / "export.py"), str(folder), str(folder / "x.bin")],
+    r = subprocess.run([PYTHON, str(REPO / "export" / "export.py"), str(folder), str(beside(folder))],
                        capture_output=True, text=True)
     assert r.returncode == 1 and message in r.stderr and r.stderr.count("\n") == 1, r.stderr
-    assert not (folder / "x.bin").exists()
+    assert not beside(folder).exists()
 
 
 def test_sliding_window_refused_for_mistral_only_when_it_bites() -> None:
     _, _, _, _, written = built("hf_llama_gqa")
     folder = TMP / "llama_mistral"
     write_hf_folder(folder, written, "mistral", "F32", 1, gpt2_files(), sliding_window=32)
-    r = subprocess.run([PYTHON, str(REPO / "export" / "export.py"), str(folder), str(folder / "x.bin")],
+    r = subprocess.run([PYTHON, str(REPO / "export" / "export.py"), str(folder), str(beside(folder))],
                        capture_output=True, text=True)
     assert r.returncode == 1 and "'sliding_window' is 32" in r.stderr
     write_hf_folder(folder, written, "mistral", "F32", 1, gpt2_files(), sliding_window=4096)
-    r = subprocess.run([PYTHON, str(REPO / "export" / "export.py"), str(folder), str(folder / "x.bin")],
+    r = subprocess.run([PYTHON, str(REPO / "export" / "export.py"), str(folder), str(beside(folder))],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     model, tok = load_source(str(folder))
-    ids = c_tokens(RUN, folder / "x.bin", TEXT.encode())[:32]
-    assert compare_logits(model, ids, c_logits(RUN, folder / "x.bin", tok.decode(ids), model.config.vocab_size, 128)).ok
+    ids = c_tokens(RUN, beside(folder), TEXT.encode())[:32]
+    assert compare_logits(model, ids, c_logits(RUN, beside(folder), tok.decode(ids), model.config.vocab_size, 128)).ok
 
 
 # ---- text prompts through the Llama family's tokenizers --------------------------------------

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from common import REPO, RUN, TMP, GPTConfig, random_model
+from common import REPO, RUN, TMP, GPTConfig, beside, random_model
 from llama_sources import write_hf_folder
 from model import generate
 from test_llama import LLAMA, gpt2_files
@@ -66,14 +66,15 @@ def folder_with(name: str, specials: list[str], steer: str, config_eos, generati
     if tokenizer_eos is not None:
         files["tokenizer_config.json"] = json.dumps({"eos_token": tokenizer_eos}).encode()
     folder = TMP / f"stop_{name}"
-    for old in ("generation_config.json", "tokenizer_config.json", "model.bin"):
+    for old in ("generation_config.json", "tokenizer_config.json"):
         (folder / old).unlink(missing_ok=True)
+    beside(folder).unlink(missing_ok=True)
     extra = {} if config_eos is None else {"eos_token_id": config_eos}
     return write_hf_folder(folder, model, "llama", "F32", 1, files, **extra)
 
 
 def export(folder: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([PYTHON, str(REPO / "export" / "export.py"), str(folder), str(folder / "model.bin")],
+    return subprocess.run([PYTHON, str(REPO / "export" / "export.py"), str(folder), str(beside(folder))],
                           capture_output=True, text=True, timeout=600)
 
 
@@ -104,7 +105,7 @@ def test_run_stops_at_each_stop_token(name: str) -> None:
     folder = folder_with(name, specials, steer, as_ids(config_eos), as_ids(generation_eos), tokenizer_eos)
     r = export(folder)
     assert r.returncode == 0, r.stderr
-    path = folder / "model.bin"
+    path = beside(folder)
     stop = name_ids(specials, *expected)
     info = subprocess.run([str(RUN), str(path), "--info"], capture_output=True, text=True).stdout
     assert f"stop tokens: {' '.join(map(str, stop))}\n" in info, info
@@ -140,4 +141,4 @@ def test_a_bad_stop_set_is_refused_naming_it(where: str, value, message: str) ->
     r = export(folder)
     assert r.returncode == 1 and r.stderr.startswith("error: ") and message in r.stderr, r.stderr
     assert where in r.stderr and len(r.stderr.splitlines()) == 1
-    assert not (folder / "model.bin").exists()
+    assert not beside(folder).exists()
