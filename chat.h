@@ -23,6 +23,9 @@
 
 #include "util.h"
 
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -373,6 +376,8 @@ typedef struct {
     Sequence seq;
     long turns, prompt_tokens, computed, generated;
     double prefill_seconds, decode_seconds;
+    int verbose;                  /* a timing line after each reply */
+    volatile sig_atomic_t *stop;  /* set (by Ctrl-C) to end the reply being written; or NULL */
 } Conversation;
 
 static void conversation_add(Conversation *c, int role, const uint8_t *text, size_t len) {
@@ -394,7 +399,7 @@ static void conversation_add(Conversation *c, int role, const uint8_t *text, siz
 /* The conversation's tokens with the generation prompt, its oldest turns dropped (the system
  * message kept) until they leave room for a reply in the context. */
 static uint32_t *fitting_ids(Conversation *c, long *count) {
-    long room = c->g->max_new < c->d->n_ctx / 2 ? c->g->max_new : c->d->n_ctx / 2;
+    long room = c->g->max_new >= 0 && c->g->max_new < c->d->n_ctx / 2 ? c->g->max_new : c->d->n_ctx / 2;
     for (;;) {
         chat_check(c->table, c->m, c->n);
         uint32_t *ids = chat_ids(c->table, c->d->tokenizer, c->m, c->n, 1, count);
@@ -446,16 +451,23 @@ static void chat_reply(Conversation *c) {
     free(ids);
     c->turns++;
     c->prompt_tokens += n;
-    c->computed += n - s->n_cached;
+    long computed = n - s->n_cached, generated = c->generated;
+    c->computed += computed;
     double t0 = now_seconds();
     sequence_prefill(d, s);
-    c->prefill_seconds += now_seconds() - t0;
+    double prefill = now_seconds() - t0;
+    c->prefill_seconds += prefill;
     t0 = now_seconds();
     Output out = {0};
     Buffer reply = {0};
     TokenDecoder text = tokenizer_decoder(d->tokenizer, 1);
     s->stop.tail_len = 0;
-    for (long k = 0; k < g->max_new; k++) {
+    for (long k = 0; g->max_new < 0 || k < g->max_new; k++) {
+        if (c->stop && *c->stop) { /* Ctrl-C: the reply so far is the reply */
+            output_finish(&out);
+            fprintf(stderr, "\nnote: the reply was stopped (Ctrl-C); Ctrl-C again or Ctrl-D ends the session\n");
+            break;
+        }
         draw_token(d, g, s);
         if (tokenizer_stops(d->tokenizer, (uint32_t)s->next) && !g->ignore_eos) break;
         size_t len, fresh;
@@ -468,7 +480,11 @@ static void chat_reply(Conversation *c) {
             remember_text(&s->stop, bytes, len, &fresh);
             if (completes_stop(g, s->stop.tail, s->stop.tail_len, fresh)) break;
         }
-        if (k + 1 == g->max_new) break;
+        if (k + 1 == g->max_new) {
+            output_finish(&out);
+            fprintf(stderr, "\nnote: the reply was cut at %ld tokens (-n)\n", g->max_new);
+            break;
+        }
         if (s->n_cached >= d->n_ctx) { /* no position left for the token */
             output_finish(&out);
             fprintf(stderr, "\nnote: the reply reached the end of the context of %d positions\n", d->n_ctx);
@@ -479,7 +495,13 @@ static void chat_reply(Conversation *c) {
     output_finish(&out);
     write_or_die("\n", 1);
     flush_or_die();
-    c->decode_seconds += now_seconds() - t0;
+    double decode = now_seconds() - t0;
+    c->decode_seconds += decode;
+    generated = c->generated - generated;
+    if (c->verbose)
+        fprintf(stderr, "turn %ld: prompt %ld tokens (%ld computed) %.2f tok/s, generated %ld tokens %.2f tok/s\n",
+                c->turns, n, computed, prefill > 0 ? computed / prefill : 0.0, generated,
+                decode > 0 ? generated / decode : 0.0);
     Buffer text_reply = {0};
     lossy_utf8(&text_reply, reply.s ? reply.s : (const uint8_t *)"", reply.n);
     conversation_add(c, ROLE_ASSISTANT, text_reply.s ? text_reply.s : (const uint8_t *)"", text_reply.n);
@@ -494,16 +516,42 @@ static void conversation_reset(Conversation *c) {
     c->n = keep;
 }
 
+enum { TURN_END, TURN_LINE, TURN_INTERRUPTED };
+
+/* Ctrl-C in a conversation on a terminal: counted here, acted on by the loops that read it (the
+ * reply stops; at the prompt, a second one in a row ends the session). */
+static volatile sig_atomic_t chat_interrupts;
+static void on_chat_interrupt(int signal_number) { (void)signal_number; chat_interrupts++; }
+
+/* Waits until stdin has a line to read (a terminal in canonical mode hands over whole lines) or
+ * Ctrl-C was pressed; checked every tenth of a second, since the signal may land on any thread. */
+static int wait_for_line(sig_atomic_t interrupts_before) {
+    struct pollfd in = {.fd = STDIN_FILENO, .events = POLLIN};
+    for (;;) {
+        if (chat_interrupts != interrupts_before) return 0;
+        int ready = poll(&in, 1, 100);
+        if (ready > 0) return 1;
+        if (ready < 0 && errno != EINTR) return 1; /* let getline report it */
+    }
+}
+
 /* One turn from stdin: a line; on a terminal a line ending in a backslash goes on on the next
- * line. Returns 0 at the end of the input. */
+ * line. Returns TURN_END at the end of the input, TURN_INTERRUPTED for Ctrl-C at the prompt. */
 static int read_turn(Buffer *turn, int terminal) {
     char *line = NULL;
     size_t cap = 0;
+    sig_atomic_t interrupts = chat_interrupts;
     turn->n = 0;
     for (;;) {
         if (terminal) fputs(turn->n ? ". " : "> ", stderr);
+        if (terminal && !wait_for_line(interrupts)) { free(line); return TURN_INTERRUPTED; }
         ssize_t len = getline(&line, &cap, stdin);
-        if (len < 0) { free(line); return turn->n > 0; }
+        if (len < 0 && terminal && errno == EINTR) { clearerr(stdin); free(line); return TURN_INTERRUPTED; }
+        if (len < 0) {
+            free(line);
+            if (terminal) fputc('\n', stderr); /* Ctrl-D: what follows starts on a line of its own */
+            return turn->n > 0 ? TURN_LINE : TURN_END;
+        }
         if (len > 0 && line[len - 1] == '\n') len--;
         if (len > 0 && line[len - 1] == '\r') len--;
         if (terminal && len > 0 && line[len - 1] == '\\') {
@@ -513,8 +561,48 @@ static int read_turn(Buffer *turn, int terminal) {
         }
         buffer_add(turn, (const uint8_t *)line, (size_t)len);
         free(line);
-        return 1;
+        return TURN_LINE;
     }
+}
+
+static const char chat_help[] =
+    "a line is a turn (end it with \\ to go on on the next line); commands:\n"
+    "  /help          this list\n"
+    "  /reset         start the conversation over (the system message stays)\n"
+    "  /system TEXT   the system message becomes TEXT (/system alone: none)\n"
+    "  /exit          end the session (also Ctrl-D, or Ctrl-C twice)\n"
+    "  //TEXT         send /TEXT as a turn\n"
+    "Ctrl-C stops a reply; the conversation goes on from what it said.\n";
+
+/* A line starting with '/' on the terminal: one of the REPL's commands, answered on stderr.
+ * Returns 0 when the session ends. */
+static int chat_command(Conversation *c, const Buffer *turn) {
+    Text line = {turn->s, turn->n};
+    if (text_is(line, "/exit") || text_is(line, "/quit")) return 0;
+    if (text_is(line, "/help")) {
+        fputs(chat_help, stderr);
+    } else if (text_is(line, "/reset")) {
+        conversation_reset(c);
+        fprintf(stderr, "(the conversation starts over%s)\n", c->n ? "; the system message stays" : "");
+    } else if (text_is(line, "/system") || (line.n > 8 && memcmp(line.s, "/system ", 8) == 0)) {
+        if (c->n && c->m[0].role == ROLE_SYSTEM) { /* the old one goes */
+            free(c->m[0].content);
+            memmove(c->m, c->m + 1, --c->n * sizeof *c->m);
+        }
+        if (line.n > 8) { /* the new one goes first */
+            conversation_add(c, ROLE_SYSTEM, line.s + 8, line.n - 8);
+            ChatMessage system = c->m[c->n - 1];
+            memmove(c->m + 1, c->m, (c->n - 1) * sizeof *c->m);
+            c->m[0] = system;
+        }
+        fprintf(stderr, line.n > 8 ? "(the system message is set)\n" : "(no system message)\n");
+    } else {
+        int len = 0;
+        while ((size_t)len < line.n && len < 40 && line.s[len] != ' ') len++;
+        fprintf(stderr, "unknown command '%.*s': /help lists the commands (//TEXT sends /TEXT)\n", len,
+                (const char *)line.s);
+    }
+    return 1;
 }
 
 /* --chat: see the top of this file and docs/cli.md's "Chat". */
@@ -525,7 +613,7 @@ static void chat(const Decoder *d, const ModelFile *f, const ChatOptions *o, con
         die("'%s' has no chat template (not an instruct model, or exported before chat): generate with -i instead", model_path);
     if (table.refusal.n)
         die("this model's chat template cannot be used: %.*s", (int)table.refusal.n, (const char *)table.refusal.s);
-    Conversation c = {.d = d, .g = g, .table = &table};
+    Conversation c = {.d = d, .g = g, .table = &table, .verbose = o->verbose};
     if (o->system) conversation_add(&c, ROLE_SYSTEM, (const uint8_t *)o->system, strlen(o->system));
     if (o->messages_path) {
         size_t len, n;
@@ -553,18 +641,35 @@ static void chat(const Decoder *d, const ModelFile *f, const ChatOptions *o, con
         if (o->messages_path) {
             chat_reply(&c);
         } else {
-            int terminal = isatty(STDIN_FILENO);
+            int terminal = isatty(STDIN_FILENO), read;
             Buffer turn = {0};
-            if (terminal)
-                fprintf(stderr, "chat: a line is a turn (end it with \\ to go on on the next line); /reset starts "
-                        "over, /exit or Ctrl-D ends\n");
-            while (read_turn(&turn, terminal)) {
-                if (text_is((Text){turn.s, turn.n}, "/exit")) break;
-                if (text_is((Text){turn.s, turn.n}, "/reset")) { conversation_reset(&c); continue; }
-                if (turn.n == 0) continue;
-                conversation_add(&c, ROLE_USER, turn.s, turn.n);
+            struct sigaction on_ctrl_c = {.sa_handler = on_chat_interrupt}, before;
+            if (terminal) {
+                fprintf(stderr, "chat: a line is a turn; /help lists the commands; Ctrl-C stops a reply, "
+                        "Ctrl-D ends\n");
+                sigemptyset(&on_ctrl_c.sa_mask);
+                sigaction(SIGINT, &on_ctrl_c, &before); /* no SA_RESTART: a read at the prompt returns */
+                c.stop = &chat_interrupts;
+            }
+            while ((read = read_turn(&turn, terminal)) != TURN_END) {
+                if (read == TURN_INTERRUPTED) {
+                    if (chat_interrupts > 1) { fputc('\n', stderr); break; }
+                    fprintf(stderr, "\n(Ctrl-C again or Ctrl-D ends the session)\n");
+                    continue;
+                }
+                chat_interrupts = 0;
+                const uint8_t *text = turn.s;
+                size_t len = turn.n;
+                if (len > 0 && text[0] == '/') {
+                    if (len > 1 && text[1] == '/') text++, len--; /* //TEXT: the turn is /TEXT */
+                    else if (!chat_command(&c, &turn)) break;
+                    else continue;
+                }
+                if (len == 0) continue;
+                conversation_add(&c, ROLE_USER, text, len);
                 chat_reply(&c);
             }
+            if (terminal) sigaction(SIGINT, &before, NULL);
             free(turn.s);
         }
         fprintf(stderr, "timing: load %.3f s, %ld turns, prompt %ld tokens (%ld computed, the rest from the cache) "

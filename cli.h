@@ -5,6 +5,7 @@
 
 #include "util.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -35,7 +36,8 @@ static void usage(FILE *f, int max_block) {
         "                            is that token (default: plain text)\n"
         "generation:\n"
         "  -n, --max-new-tokens N    tokens to generate after the prompt (default 256); past the\n"
-        "                            context the window moves (--keep)\n"
+        "                            context the window moves (--keep); -1: until a stop token\n"
+        "                            or the end of the context\n"
         "  -t, --temperature T       0 = greedy argmax (default 1.0)\n"
         "  -k, --top-k K             keep the K most likely tokens, 0 = off (default 0)\n"
         "  -p, --top-p P             nucleus sampling, 1.0 = off (default 0.9)\n"
@@ -56,6 +58,7 @@ static void usage(FILE *f, int max_block) {
         "      --system TEXT         with --chat: the system message\n"
         "      --messages FILE       with --chat: the next reply to a JSON array of {\"role\",\n"
         "                            \"content\"} messages (- for stdin); with --tokenize, its tokens\n"
+        "      --verbose             with --chat: each reply's speed on stderr, not only the total\n"
         "      --no-generation-prompt  with --chat --messages --tokenize: the tokens without the\n"
         "                            assistant's generation prompt\n"
         "tool modes (one at a time, then exit):\n"
@@ -136,6 +139,7 @@ typedef struct {
     const char *messages_path; /* --messages FILE ("-": stdin), or NULL */
     int tokenize;              /* --tokenize: print the conversation's tokens */
     int generation_prompt;     /* 0: --no-generation-prompt */
+    int verbose;               /* --verbose: each turn's timing line */
 } ChatOptions;
 
 /* Everything the command line says. */
@@ -159,7 +163,8 @@ typedef struct {
 
 enum { OPT_BLOCK = 255, OPT_THREADS = 256, OPT_IGNORE_EOS, OPT_TOKENIZE, OPT_IDS, OPT_PERPLEXITY, OPT_ATTENTION,
        OPT_INFO, OPT_LOGITS, OPT_STOP, OPT_KEEP, OPT_REPEAT_PENALTY, OPT_REPEAT_LAST, OPT_NO_ECHO, OPT_VERSION,
-       OPT_SAMPLES, OPT_SPECIAL, OPT_CACHE, OPT_CHAT, OPT_SYSTEM, OPT_MESSAGES, OPT_NO_GENERATION_PROMPT };
+       OPT_SAMPLES, OPT_SPECIAL, OPT_CACHE, OPT_CHAT, OPT_SYSTEM, OPT_MESSAGES, OPT_NO_GENERATION_PROMPT,
+       OPT_VERBOSE };
 
 static void set_mode(Options *o, const char *flag) {
     if (o->mode && strcmp(o->mode, flag) != 0) die("%s and %s are two modes: give one at a time", o->mode, flag);
@@ -210,7 +215,7 @@ static void add_stop(GenerateOptions *g, const char *s) {
 /* One option of generation (its value arg); returns 0 when opt is not one. */
 static int generation_option(GenerateOptions *g, int opt, const char *arg, int *have_seed) {
     switch (opt) {
-    case 'n': g->max_new = parse_long("-n/--max-new-tokens", arg, 0, LONG_MAX / 2); break;
+    case 'n': g->max_new = parse_long("-n/--max-new-tokens", arg, -1, MAX_NEW_TOKENS); break;
     case 't': g->temperature = parse_double("-t/--temperature", arg, 0.0, 1e6, NULL); break;
     case 'k': g->top_k = (int)parse_long("-k/--top-k", arg, 0, INT_MAX); break;
     case 'p': g->top_p = parse_double("-p/--top-p", arg, 1e-9, 1.0, " (the prompt is given with -i TEXT)"); break;
@@ -247,6 +252,7 @@ static void run_option(Options *o, int opt, const char *arg, char **argv, int ma
     case OPT_SYSTEM: o->chat_options.system = arg; break;
     case OPT_MESSAGES: o->chat_options.messages_path = arg; break;
     case OPT_NO_GENERATION_PROMPT: o->chat_options.generation_prompt = 0; break;
+    case OPT_VERBOSE: o->chat_options.verbose = 1; break;
     case 'h': usage(stdout, max_block); exit(0);
     case OPT_VERSION:
         printf("run %s (model file format version %u)\n", RUN_VERSION, MODEL_VERSION);
@@ -265,6 +271,8 @@ static void check_combinations(const Options *o) {
         die("%s takes no prompt (-i/-f): %s", o->mode,
             o->perplexity_path ? "it scores the file given to it" : "it reads only the model");
     if (o->ids_only && !o->tokenize) die("--ids only goes with --tokenize");
+    if (o->logits_path && strcmp(o->logits_path, "-") == 0 && isatty(STDOUT_FILENO))
+        die("--logits - writes binary float32 numbers, not text: redirect stdout to a file or a pipe, or give a file name");
     if (o->special && o->info) die("--special does nothing with --info (it encodes no text)");
     if (o->mode && o->generation_flag) die("%s only affects generation, not %s", o->generation_flag, o->mode);
     /* --info reports the thread count, so it takes --threads */
@@ -273,8 +281,9 @@ static void check_combinations(const Options *o) {
     if (o->tokenize && o->ctx > 0) die("--ctx does nothing with --tokenize (it runs no model)");
     if (o->tokenize && o->cache_given) die("--cache does nothing with --tokenize (it runs no model)");
     const ChatOptions *c = &o->chat_options;
-    if (!o->chat && (c->system || c->messages_path || !c->generation_prompt))
-        die("%s goes with --chat", c->system ? "--system" : c->messages_path ? "--messages" : "--no-generation-prompt");
+    if (!o->chat && (c->system || c->messages_path || !c->generation_prompt || c->verbose))
+        die("%s goes with --chat", c->system ? "--system" : c->messages_path ? "--messages" :
+            c->verbose ? "--verbose" : "--no-generation-prompt");
     if (!o->chat) return;
     if (o->mode && !o->tokenize) die("--chat and %s are two modes: give one at a time", o->mode);
     if (o->tokenize && !c->messages_path) die("--chat --tokenize shows the tokens of a --messages FILE: give one");
@@ -320,6 +329,7 @@ static Options parse_options(int argc, char **argv, int max_block) {
         {"system", required_argument, 0, OPT_SYSTEM},
         {"messages", required_argument, 0, OPT_MESSAGES},
         {"no-generation-prompt", no_argument, 0, OPT_NO_GENERATION_PROMPT},
+        {"verbose", no_argument, 0, OPT_VERBOSE},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, OPT_VERSION},
         {0, 0, 0, 0},
@@ -338,6 +348,48 @@ static Options parse_options(int argc, char **argv, int max_block) {
     o.gen.adapt_threads = o.threads == 0;
     o.gen.encode = ENCODE_BOS | (o.special ? ENCODE_SPECIAL : 0);
     return o;
+}
+
+/* What people pass before they have exported anything: a GGUF file or a Hugging Face folder.
+ * Each is named, with the command that converts it; anything else is left to the loader. */
+static void check_model_path(const char *path) {
+    static const char export_cmd[] = "/usr/bin/python3 export/export.py";
+    struct stat st;
+    if (stat(path, &st) != 0) return;
+    if (S_ISDIR(st.st_mode)) {
+        size_t n = strlen(path);
+        int slash = n && path[n - 1] == '/';
+        char *config = calloc_or_die(n + 16, "path");
+        snprintf(config, n + 16, "%s%sconfig.json", path, slash ? "" : "/");
+        int hf = access(config, R_OK) == 0;
+        free(config);
+        if (hf)
+            die("'%s' is a Hugging Face folder: convert it first with `%s %s model.bin`, then run model.bin",
+                path, export_cmd, path);
+        char gguf[256] = "";
+        int n_gguf = 0;
+        DIR *dir = opendir(path);
+        for (struct dirent *e; dir && (e = readdir(dir));) {
+            size_t len = strlen(e->d_name);
+            if (len > 5 && strcmp(e->d_name + len - 5, ".gguf") == 0 && n_gguf++ == 0 && len < sizeof gguf)
+                memcpy(gguf, e->d_name, len + 1);
+        }
+        if (dir) closedir(dir);
+        if (n_gguf && gguf[0])
+            die("'%s' is a folder of %d .gguf file%s: convert one of them with `%s %s%s%s %.*s.bin`", path, n_gguf,
+                n_gguf > 1 ? "s" : "", export_cmd, path, slash ? "" : "/", gguf, (int)strlen(gguf) - 5, gguf);
+        die("'%s' is a folder, not a model file: give a file written by export/export.py", path);
+    }
+    FILE *f = S_ISREG(st.st_mode) ? fopen(path, "rb") : NULL;
+    char magic[4] = {0};
+    size_t got = f ? fread(magic, 1, 4, f) : 0;
+    if (f) fclose(f);
+    if (got == 4 && memcmp(magic, "GGUF", 4) == 0) {
+        size_t n = strlen(path);
+        int dot_gguf = n > 5 && strcmp(path + n - 5, ".gguf") == 0;
+        die("'%s' is a GGUF file (llama.cpp's format): convert it first with `%s %s %.*s.bin`, then run that",
+            path, export_cmd, path, (int)(dot_gguf ? n - 5 : n), path);
+    }
 }
 
 /* The prompt: -i, -f (- for stdin), else stdin when it is not a terminal, else none. */

@@ -177,10 +177,13 @@ static void sequence_slide(const Decoder *d, Sequence *s, long keep) {
 
 /* ---- generation ---------------------------------------------------------------------------- */
 
+/* -n's largest value: a billion tokens, days of generation at any speed run reaches. */
+#define MAX_NEW_TOKENS 1000000000L
+
 /* What generate() is asked for besides the prompt: the options as the command line gives them
  * (cli.h builds this). */
 typedef struct {
-    long max_new;          /* tokens to generate at most, per sample */
+    long max_new;          /* tokens to generate at most, per sample; -1: until the context is full */
     int samples;           /* continuations of the prompt decoded together (--samples) */
     double temperature, top_p; /* the sampler (sampler.h) */
     int top_k;
@@ -275,7 +278,7 @@ static int take_token(const Decoder *d, const GenerateOptions *g, Printer *p, Se
         remember_text(&s->stop, bytes, len, &fresh);
         if (completes_stop(g, s->stop.tail, s->stop.tail_len, fresh)) return 0;
     }
-    return s->n_generated < g->max_new; /* fed back only when another token will be sampled after it */
+    return g->max_new < 0 || s->n_generated < g->max_new; /* fed back only when another token will be sampled after it */
 }
 
 /* The N samples, each the prompt's n tokens (window from `window`) and a sampler of its own. */
@@ -285,7 +288,7 @@ static Sequence *start_samples(const Decoder *d, const GenerateOptions *g, const
     Sequence *samples = calloc_or_die((size_t)N * sizeof(Sequence), "samples");
     for (int i = 0; i < N; i++) {
         Sequence *s = &samples[i];
-        sequence_init(s, i, n + 1 + (g->max_new < 4096 ? g->max_new : 4096), d->vocab_size);
+        sequence_init(s, i, n + 1 + (g->max_new >= 0 && g->max_new < 4096 ? g->max_new : 4096), d->vocab_size);
         for (long j = 0; j < n; j++) sequence_push(s, ids[j]);
         s->window = window;
         s->text = tokenizer_decoder(d->tokenizer, !no_prompt);
@@ -330,13 +333,13 @@ static void announce(const Decoder *d, const GenerateOptions *g, long n_tokens, 
  * with the same arithmetic (kernels/simd.h: separate tokens, each with a single token's). */
 static void generate(const Decoder *d, const uint8_t *prompt, size_t prompt_len, const GenerateOptions *g,
                      double load_seconds) {
-    int N = g->samples, from_start;
+    int N = g->samples, from_start, context_full = 0;
     long n_tokens, window = 0, keep = g->keep >= 0 ? g->keep : d->n_ctx / 2;
     uint32_t *ids = prompt_tokens(d->tokenizer, prompt, prompt_len, g->encode, &n_tokens, &from_start);
     if (n_tokens > d->n_ctx) window = n_tokens - d->n_ctx;
     /* the cache's positions: the prompt's and the new tokens' (the last one is never fed
      * back), or the whole context when they do not fit, the window then moving */
-    d->reserve(d->model, n_tokens - window + g->max_new);
+    d->reserve(d->model, g->max_new < 0 ? d->n_ctx : n_tokens - window + g->max_new);
     announce(d, g, n_tokens, window);
     Sequence *samples = start_samples(d, g, ids, n_tokens, window, prompt_len == 0);
     free(ids);
@@ -376,6 +379,11 @@ static void generate(const Decoder *d, const uint8_t *prompt, size_t prompt_len,
             active[fed++] = active[j];
         }
         if ((T = fed) == 0) break;
+        if (active[0]->n_cached == d->n_ctx && g->max_new < 0) { /* -n -1: the context's end is the end */
+            for (j = 0; j < T; j++) printer_finish_sample(&p, active[j]->seq);
+            context_full = 1;
+            break;
+        }
         if (active[0]->n_cached == d->n_ctx) { /* no room for the token: all T are as long */
             share_nothing(d->kv, N);
             for (j = 0; j < T; j++) sequence_slide(d, active[j], keep);
@@ -392,6 +400,7 @@ static void generate(const Decoder *d, const uint8_t *prompt, size_t prompt_len,
     long n_generated = free_samples(samples, N);
     free(active); free(seqs); free(next);
     if (p.out.written && p.out.last != '\n' && same_terminal()) fputc('\n', stderr);
+    if (context_full) fprintf(stderr, "note: generation reached the end of the context of %d positions (-n -1)\n", d->n_ctx);
     printer_free(&p);
     fprintf(stderr, "timing: load %.3f s, prompt %ld tokens %.2f tok/s, generated %ld tokens %.2f tok/s\n",
             load_seconds, n_prefilled, t1 > t0 ? n_prefilled / (t1 - t0) : 0.0, n_generated,

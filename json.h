@@ -51,6 +51,21 @@ static void json_space(JsonReader *r) {
         r->at++;
 }
 
+/* A comma at r->at: taken, and 1 when a value follows it; a closing bracket after it instead is
+ * a trailing comma (JSON has none), reported where the comma is. */
+static int json_comma(JsonReader *r) {
+    if (r->at >= r->n || r->s[r->at] != ',') return 0;
+    size_t comma = r->at++;
+    json_space(r);
+    if (r->at < r->n && (r->s[r->at] == ']' || r->s[r->at] == '}')) {
+        char what[80];
+        snprintf(what, sizeof what, "a trailing comma before '%c' (JSON allows none)", r->s[r->at]);
+        r->at = comma;
+        return json_fail(r, what);
+    }
+    return 1;
+}
+
 static int json_expect(JsonReader *r, char c, const char *what) {
     json_space(r);
     if (r->at >= r->n || r->s[r->at] != (uint8_t)c) return json_fail(r, what);
@@ -174,7 +189,8 @@ static int json_skip(JsonReader *r, int depth) {
             if (c == '{' && !(json_string(r, NULL, NULL) && json_expect(r, ':', "expected ':' after a key"))) return 0;
             if (!json_skip(r, depth + 1)) return 0;
             json_space(r);
-            if (r->at < r->n && r->s[r->at] == ',') { r->at++; continue; }
+            if (json_comma(r)) continue;
+            if (r->error[0]) return 0;
             return json_expect(r, (char)close, c == '[' ? "expected ',' or ']' in an array" : "expected ',' or '}' in an object");
         }
     }
@@ -191,7 +207,9 @@ static const char *json_kind(JsonReader *r) {
     case '[': return "an array";
     case 't': case 'f': return "a boolean";
     case 'n': return "null";
-    default: return "a number";
+    case '-': case '0': case '1': case '2': case '3': case '4': case '5': case '6': case '7': case '8': case '9':
+        return "a number";
+    default: return "text that is not JSON";
     }
 }
 
@@ -228,8 +246,8 @@ static int json_message(JsonReader *r, size_t i, ChatMessage *m) {
             goto fail;
         }
         json_space(r);
-        if (r->at < r->n && r->s[r->at] == ',') { r->at++; continue; }
-        if (!json_expect(r, '}', "expected ',' or '}' in a message")) goto fail;
+        if (json_comma(r)) continue;
+        if (r->error[0] || !json_expect(r, '}', "expected ',' or '}' in a message")) goto fail;
         break;
     }
     if (!role || !have_content) {
@@ -288,8 +306,8 @@ static const char *json_messages(const uint8_t *text, size_t len, ChatMessage **
         if (!json_message(&r, count + 1, &m[count])) { count++; goto fail; }
         count++;
         json_space(&r);
-        if (r.at < r.n && r.s[r.at] == ',') { r.at++; continue; }
-        if (!json_expect(&r, ']', "expected ',' or ']' after a message")) goto fail;
+        if (json_comma(&r)) continue;
+        if (r.error[0] || !json_expect(&r, ']', "expected ',' or ']' after a message")) goto fail;
         break;
     }
     json_space(&r);

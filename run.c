@@ -530,6 +530,7 @@ int main(int argc, char **argv) {
     size_t text_len = 0;
     uint8_t *text = takes_prompt(&o) ? read_prompt(&o, &text_len) : NULL;
 
+    check_model_path(o.model_path);
     Transformer transformer;
     build_transformer(&transformer, o.model_path, o.mode ? 1 : o.gen.samples, o.ctx, o.cache);
     const Config *c = &transformer.config;

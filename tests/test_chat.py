@@ -12,6 +12,7 @@ import os
 import random
 import subprocess
 from datetime import datetime
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
@@ -96,7 +97,7 @@ def test_conversation_ids_equal_transformers_and_rust_tokenizers(family: str) ->
     """210 random conversations and a few edge cases, with and without a generation prompt: the
     ids run feeds the model equal the Rust tokenizer's ids of the reference rendering."""
     model = exported(family)
-    folder = model.parent
+    folder = family_folder(family)
     template = (FIXTURES / FAMILIES[family]["template"]).read_text(encoding="utf-8")
     rng = random.Random(f"chat {family}")
     edges = [  # a blank first user turn after a system message (Llama 2 strips the folded text whole),
@@ -272,7 +273,8 @@ def test_a_conversation_on_a_terminal() -> None:
         at = shown.find(expected + b"\n", at)
         assert at >= 0, (expected, shown)
         at += len(expected)
-    assert b"/reset starts over" in shown and b"timing:" in shown
+    assert b"(the conversation starts over)" in shown and b"timing:" in shown
+    assert shown.count(b"note: the reply was cut at 10 tokens (-n)") == 3, shown
 
 
 # ---- what is refused --------------------------------------------------------------------------
@@ -297,6 +299,10 @@ def one_line_error(r: subprocess.CompletedProcess, *words: str) -> None:
     (b'[{"role": "user", "content": "a"}] x', ["text follows"]),
     (b'[' * 100000, ["message 1 is an array"]),
     (b'[{"meta": ' + b'[' * 100000, ["nested deeper than 64 levels"]),
+    (b'[{"role": "user", "content": "hi"},\n]', ["a trailing comma before ']'", "line 1, column 35"]),
+    (b'[{"role": "user", "content": "hi",}]', ["a trailing comma before '}'", "line 1, column 34"]),
+    (b'[{"role": "user", "content": "hi", "x": [1, 2, ]}]', ["a trailing comma before ']'", "column 46"]),
+    (b'[{"role": "user", "content": hi}]', ["\"content\" that is text that is not JSON"]),
 ])
 def test_a_bad_messages_file_is_one_line(text: bytes, words: list[str]) -> None:
     path = TMP / "chat_bad.json"
@@ -362,7 +368,7 @@ def test_a_template_that_drops_system_messages_refuses_them() -> None:
     messages = [{"role": "user", "content": "hi <|im_end|>"}, {"role": "assistant", "content": " ok "},
                 {"role": "user", "content": "\n"}]
     text = reference_render(template, messages, True, specials_of("qwen2.5"))
-    assert run_ids(model, messages) == rust_ids(model.parent / "tokenizer.json", [text])[0]
+    assert run_ids(model, messages) == rust_ids(TMP / "chat_template_phi3_v1" / "tokenizer.json", [text])[0]
 
 
 @pytest.mark.parametrize("flags,words", [
@@ -405,3 +411,119 @@ def test_the_template_is_found_where_transformers_finds_it(place: str) -> None:
     messages = [{"role": "user", "content": "Where?"}]
     text = reference_render(template, messages, True, specials_of("qwen2.5"))
     assert run_ids(beside(folder), messages) == rust_ids(folder / "tokenizer.json", [text])[0]
+
+
+# ---- the conversation on a terminal ---------------------------------------------------------
+
+@lru_cache(maxsize=None)
+def slow_chat_model() -> Path:
+    """The qwen2.5 fixture's tokenizer and template on a model wide and deep enough that a reply
+    of -n -1 --ignore-eos takes seconds on one thread: time to stop it half-way with Ctrl-C."""
+    from common import GPTConfig, random_model
+    from llama_sources import write_hf_folder
+    from test_llama import LLAMA
+    base = family_folder("qwen2.5")
+    files = {name: (base / name).read_bytes() for name in ("tokenizer.json", "tokenizer_config.json",
+                                                           "generation_config.json")}
+    config = json.loads((base / "config.json").read_text())
+    cfg = GPTConfig(n_layer=6, n_head=8, n_kv_head=4, n_embd=512, n_hidden=1536, n_ctx=2048,
+                    vocab_size=config["vocab_size"], vocab_padded=config["vocab_size"], tied_head=False, **LLAMA)
+    folder = write_hf_folder(TMP / "chat_slow", random_model(cfg, seed=5), "llama", "F32", 1, files,
+                             eos_token_id=config["eos_token_id"], bos_token_id=config["bos_token_id"])
+    r = subprocess.run(["/usr/bin/python3", str(REPO / "export" / "export.py"), str(folder), str(beside(folder))],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    return beside(folder)
+
+
+class Terminal:
+    """run --chat with a pseudo-terminal as its controlling terminal, stdin and stderr (so Ctrl-C
+    is the terminal's SIGINT and the prompts show there) and stdout a pipe (the replies' exact
+    bytes)."""
+
+    def __init__(self, *args: str):
+        import fcntl
+        import pty
+        import termios
+        self.leader, follower = pty.openpty()
+        attrs = termios.tcgetattr(follower)
+        attrs[1] &= ~termios.OPOST  # stderr's bytes as written, no CR added
+        termios.tcsetattr(follower, termios.TCSANOW, attrs)
+
+        def controlling() -> None:
+            os.setsid()
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+        self.p = subprocess.Popen([str(RUN), *args], stdin=follower, stderr=follower, stdout=subprocess.PIPE,
+                                  preexec_fn=controlling)
+        os.close(follower)
+        os.set_blocking(self.p.stdout.fileno(), False)
+        self.err, self.out = b"", b""
+
+    def read(self, timeout: float = 0.1) -> None:
+        import select
+        ready, _, _ = select.select([self.leader, self.p.stdout], [], [], timeout)
+        if self.leader in ready:
+            try:
+                self.err += os.read(self.leader, 65536)
+            except OSError:
+                pass
+        if self.p.stdout in ready:
+            self.out += self.p.stdout.read() or b""
+
+    def until(self, what, timeout: float = 60) -> None:
+        """Reads until what(self) holds."""
+        import time
+        end = time.monotonic() + timeout
+        while not what(self):
+            assert time.monotonic() < end and self.p.poll() is None, (self.err[-600:], self.out[-200:])
+            self.read()
+
+    def type(self, keys: bytes) -> None:
+        os.write(self.leader, keys)
+
+
+def test_ctrl_c_stops_a_reply_and_the_conversation_goes_on() -> None:
+    """On a terminal: Ctrl-C mid-reply stops it and the prompt returns; the stopped reply stays
+    in the history (turn 2's prompt is the tokens of the conversation with it, from run's own
+    --messages rendering); /help answers, an unknown /command is refused, not sent; a second
+    Ctrl-C in a row at the prompt ends the session with status 0, the timing line on a line of
+    its own. Ctrl-D likewise, after a prompt."""
+    model = slow_chat_model()
+    t = Terminal(str(model), "--chat", "-t", "0", "-n", "-1", "--ignore-eos", "--verbose", "--threads", "1")
+    t.until(lambda t: t.err.endswith(b"> "))
+    t.type(b"Hello\n")
+    t.until(lambda t: len(t.out) >= 30)
+    t.type(b"\x03")
+    t.until(lambda t: b"reply was stopped" in t.err and t.err.endswith(b"> "))
+    reply = t.out
+    assert reply.endswith(b"\n"), reply
+    first = t.err.split(b"turn 1: ")[1].split(b"\n")[0].decode()
+    assert int(first.split("generated ")[1].split()[0]) < 2000, first  # stopped, not the whole context
+    t.type(b"/help\n")
+    t.until(lambda t: b"/reset" in t.err and t.err.endswith(b"> "))
+    t.type(b"/nope\n")
+    t.until(lambda t: b"unknown command '/nope'" in t.err and t.err.endswith(b"> "))
+    assert t.out == reply  # the commands reached no model: nothing was generated for them
+    t.type(b"Again\n")
+    t.until(lambda t: b"turn 2: " in t.err or len(t.out) > len(reply) + 30)
+    t.type(b"\x03")
+    t.until(lambda t: b"turn 2: " in t.err and t.err.endswith(b"> "))
+    t.type(b"\x03")
+    assert t.p.wait(timeout=30) == 0
+    t.read()
+    t.read()
+    assert t.err.count(b"reply was stopped") == 2
+    assert b"\ntiming: load" in t.err and b"2 turns" in t.err, t.err[-400:]
+    history = [{"role": "user", "content": "Hello"},
+               {"role": "assistant", "content": reply[:-1].decode("utf-8", errors="replace")},
+               {"role": "user", "content": "Again"}]
+    want = run_ids(model, history)
+    second = t.err.split(b"turn 2: ")[1].split(b"\n")[0].decode()
+    assert second.startswith(f"prompt {len(want)} tokens"), (second, len(want))
+
+    t = Terminal(str(model), "--chat", "-n", "4")
+    t.until(lambda t: t.err.endswith(b"> "))
+    t.type(b"\x04")
+    assert t.p.wait(timeout=30) == 0
+    t.read()
+    assert b"> \ntiming: load" in t.err, t.err[-300:]

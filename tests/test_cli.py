@@ -285,8 +285,8 @@ def test_info_describes_model() -> None:
     (["--bogus"], "unknown option"),
     (["-n"], "needs a value"),
     (["-n", "abc"], "needs a whole number"),
-    (["-n", "-1"], "between"),
-    (["-n", "99999999999999999999"], "must be between 0 and"),
+    (["-n", "-2"], "must be between -1 and 1000000000, got -2"),
+    (["-n", "99999999999999999999"], "must be between -1 and 1000000000"),
     (["-t", "-0.5"], "between"),
     (["-t", "nan"], "needs a number"),
     (["-t", "1e999"], "must be between"),
@@ -400,3 +400,64 @@ def test_timing_line_starts_its_own_line_on_a_terminal() -> None:
     assert b"Andtiming" not in text and re.search(rb"(^|\n)timing: ", text), text
     piped = run(path, "-i", "And", "-n", 0)
     assert piped.stdout == b"And" and piped.stderr.decode().splitlines()[-1].startswith("timing:")
+
+
+def test_a_gguf_or_a_folder_is_named_with_the_command_that_converts_it(tmp_path) -> None:
+    """What people pass before they have exported anything gets the export command, not "bad
+    magic" or "is a directory"."""
+    gguf = tmp_path / "qwen2.5-0.5b-q8_0.gguf"
+    gguf.write_bytes(b"GGUF" + bytes(60))
+    hf = tmp_path / "Qwen2.5-0.5B"
+    hf.mkdir()
+    (hf / "config.json").write_text("{}")
+    shelf = tmp_path / "ggufs"
+    shelf.mkdir()
+    (shelf / "a-Q4_K_M.gguf").write_bytes(b"GGUF")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    cases = [(gguf, f"export/export.py {gguf} {tmp_path}/qwen2.5-0.5b-q8_0.bin"),
+             (hf, f"is a Hugging Face folder: convert it first with `/usr/bin/python3 export/export.py {hf} model.bin`"),
+             (shelf, f"a folder of 1 .gguf file: convert one of them with `/usr/bin/python3 export/export.py "
+                     f"{shelf}/a-Q4_K_M.gguf a-Q4_K_M.bin`"),
+             (empty, "is a folder, not a model file")]
+    for path, words in cases:
+        r = run(path, "-i", "hi")
+        err = r.stderr.decode()
+        assert r.returncode == 1 and err.startswith("error: ") and err.count("\n") == 1 and words in err, err
+
+
+def test_n_minus_one_generates_until_the_context_is_full() -> None:
+    """-n -1 (llama.cpp's "until the end"): a 3-token prompt in a context of 64 generates 62 tokens,
+    the last one never fed back, and stops there with a note; the same bytes as -n 62, which the
+    PyTorch reference checks; -n 63 would have moved the window."""
+    m, tok, path = model("char")
+    r = run(path, "-i", "And", "-n", "-1", "--ignore-eos", "-s", "3", "-t", "0.8")
+    assert r.returncode == 0, r.stderr
+    assert "note: generation reached the end of the context of 64 positions (-n -1)" in r.stderr.decode()
+    assert "generated 62 tokens" in r.stderr.decode().splitlines()[-1]
+    ids = [tok.tokens.index(bytes([b])) for b in b"And"]
+    agrees, what = generation_agrees(m, tok, ids, r.stdout[3:], 62, 0.8, 0, 0.9, 3)
+    assert agrees, what
+    assert run(path, "-i", "And", "-n", "62", "--ignore-eos", "-s", "3", "-t", "0.8").stdout == r.stdout
+
+
+def test_binary_logits_are_refused_on_a_terminal() -> None:
+    """--logits - would write float32 bytes to the terminal: refused, one line, nothing written."""
+    import os
+    import pty
+    _, _, path = model("char")
+    leader, follower = pty.openpty()
+    p = subprocess.run([str(RUN), str(path), "--logits", "-", "-i", "And"], stdout=follower, stderr=subprocess.PIPE,
+                       stdin=subprocess.DEVNULL, timeout=60)
+    os.close(follower)
+    os.set_blocking(leader, False)
+    try:
+        shown = os.read(leader, 65536)
+    except OSError:  # nothing was written (EAGAIN, or EIO once the other end closed)
+        shown = b""
+    os.close(leader)
+    err = p.stderr.decode()
+    assert p.returncode == 1 and err.count("\n") == 1 and "--logits - writes binary float32" in err, err
+    assert shown == b""
+    piped = run(path, "--logits", "-", "-i", "And")
+    assert piped.returncode == 0 and len(piped.stdout) == 3 * 4 * len(char_tokenizer().tokens)

@@ -351,27 +351,27 @@ def test_a_mix_of_weight_types_per_tensor() -> None:
     d = hf_folder("hf_mixed", model)
     write_safetensors(d / "model.safetensors", hf_state_dict(model, prefix=""))
     export = [PYTHON, str(REPO / "export" / "export.py"), str(d)]
-    r = subprocess.run(export + [str(d / "mixed.bin"), "--dtype", "q4_0", "--tensor-type", "h.0.*=q8_0",
+    r = subprocess.run(export + [str(TMP / "hf_mixed.bin"), "--dtype", "q4_0", "--tensor-type", "h.0.*=q8_0",
                                  "--tensor-type", "wte=f32"], capture_output=True, timeout=300)
     assert r.returncode == 0, r.stderr.decode()
-    types = {name: wtype for name, wtype in read_header_and_table(d / "mixed.bin")}
+    types = {name: wtype for name, wtype in read_header_and_table(TMP / "hf_mixed.bin")}
     names = {v: k for k, v in WEIGHT_TYPES.items()}
     for name, wtype in types.items():
         matrix = name.split(".", 2)[-1] in ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight",
                                              "mlp.c_proj.weight") or name in ("wte", "lm_head.weight")
         want = "f32" if not matrix or name == "wte" else "q8_0" if name.startswith("h.0.") else "q4_0"
         assert names[wtype] == want, (name, names[wtype])
-    info = subprocess.run([str(RUN), str(d / "mixed.bin"), "--info"], capture_output=True).stdout.decode()
+    info = subprocess.run([str(RUN), str(TMP / "hf_mixed.bin"), "--info"], capture_output=True).stdout.decode()
     n_layer = model.config.n_layer
     assert f"weights: f32 (1 matrix), q8_0 (4 matrices), q4_0 ({4 * (n_layer - 1)} matrices)" in info, info
-    r = subprocess.run(export + [str(d / "f32.bin")], capture_output=True, timeout=300)
+    r = subprocess.run(export + [str(TMP / "hf_mixed_f32.bin")], capture_output=True, timeout=300)
     assert r.returncode == 0, r.stderr.decode()
-    cmp = subprocess.run([PYTHON, str(REPO / "export" / "compare.py"), str(d / "f32.bin"), str(d / "mixed.bin")],
+    cmp = subprocess.run([PYTHON, str(REPO / "export" / "compare.py"), str(TMP / "hf_mixed_f32.bin"), str(TMP / "hf_mixed.bin")],
                          capture_output=True, timeout=600)
     assert cmp.returncode == 0 and "quantization error" in cmp.stdout.decode(), cmp.stdout.decode()
-    bad = subprocess.run(export + [str(d / "bad.bin"), "--tensor-type", "h.*=q3_k"], capture_output=True, timeout=300)
+    bad = subprocess.run(export + [str(TMP / "hf_mixed_bad.bin"), "--tensor-type", "h.*=q3_k"], capture_output=True, timeout=300)
     assert bad.returncode == 1 and "unknown weight type 'q3_k'" in bad.stderr.decode(), bad.stderr
-    assert not (d / "bad.bin").exists()
+    assert not (TMP / "hf_mixed_bad.bin").exists()
 
 
 def test_llama_cpp_mixes_choose_its_types() -> None:
