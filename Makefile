@@ -10,16 +10,24 @@ HEADERS := $(wildcard *.h kernels/*.h kernels/*/*.h)
 MODEL ?= models/kjv.bin
 # The program's file is named by its absolute path so that `make run` can mean "build and run".
 BIN := $(CURDIR)/run
+QUANTIZE_LIB := export/build/libquantize.so
 
 .PHONY: all run test deps clean sanitize fuzz bench model test-paths
 
-all: $(BIN)
+all: $(BIN) $(QUANTIZE_LIB)
 
 $(BIN): $(SOURCES) $(HEADERS)
 	$(CC) $(CFLAGS) $(WARN) $(OPENMP) -o $@ $(SOURCES) -lm
 
+# The exporter's quantizers in C (export/quantize.c), which export/block_formats.py loads when it
+# is built: the same bytes as its NumPy ones, tens of times faster. No fused multiply-adds: the
+# reference quantizers round each product.
+$(QUANTIZE_LIB): export/quantize.c kernels/f16.h kernels/types.h
+	@mkdir -p export/build
+	$(CC) -O3 -march=native -ffp-contract=off $(WARN) -fPIC -shared -o $@ export/quantize.c -lm
+
 # build the program and generate from the shipped model
-run: $(BIN)
+run: $(BIN) $(QUANTIZE_LIB)
 	./run $(MODEL) -i "And God said" -n 200 -t 0.8 -k 40 -p 0.9
 
 
@@ -106,7 +114,7 @@ tests/build/llama_ref: tests/llama_ref.c $(LLAMA_HEADERS)/include/llama.h
 # stops at step 2400 of a 3200-step schedule, where held-out loss had stopped improving; the
 # checkpoint with the lowest held-out loss (step 2200) is the one exported.
 KJV := data/kjv
-model: deps $(BIN)
+model: deps $(BIN) $(QUANTIZE_LIB)
 	$(PYTHON) export/kjv.py $(KJV)
 	$(PYTHON) export/train_tokenizer.py $(KJV)/train.txt $(KJV)/tokenizer.json --vocab-size 2048
 	$(PYTHON) export/train.py --train $(KJV)/train.txt --heldout $(KJV)/heldout.txt \
@@ -125,11 +133,11 @@ tests/build/kernels: tests/bench/kernels.c $(SOURCES) $(HEADERS)
 	$(CC) $(CFLAGS) $(WARN) -Wno-unused-function -fopenmp -o $@ tests/bench/kernels.c tokenizer.c -lm
 
 # speed against the memory-bandwidth ceiling, and the tokenizer against npm tiktoken
-bench: deps $(BIN) tests/build/bandwidth tests/build/kernels tests/build/llama_ref $(PATH_BUILDS)
+bench: deps $(BIN) $(QUANTIZE_LIB) tests/build/bandwidth tests/build/kernels tests/build/llama_ref $(PATH_BUILDS)
 	$(PYTHON) tests/bench/bench.py --runs 5
 
 # stdin is /dev/null: run reads a prompt from stdin when it is not a terminal
-test: deps $(BIN) $(PATH_BUILDS) tests/build/tokenize_lines tests/build/llama_ref
+test: deps $(BIN) $(QUANTIZE_LIB) $(PATH_BUILDS) tests/build/tokenize_lines tests/build/llama_ref
 	$(PYTHON) -m pytest -q -p no:cacheprovider --durations=15 tests < /dev/null
 
 # The decoder's parity tests once per instruction-set path this machine runs (tests/paths.py
@@ -151,7 +159,7 @@ tests/build/test_kernels-asan: tests/test_kernels.c $(SOURCES) $(HEADERS)
 # The suite's tests that run `run`, against its AddressSanitizer + UBSan build: those of the
 # instruction-set paths, the build checks and the kernels' own binaries run other builds (their
 # kernels are checked by test_kernels-asan), so they are left to `make test`.
-sanitize: deps run-asan tests/build/test_kernels-asan tests/build/tokenize_lines tests/build/llama_ref
+sanitize: deps $(QUANTIZE_LIB) run-asan tests/build/test_kernels-asan tests/build/tokenize_lines tests/build/llama_ref
 	tests/build/test_kernels-asan > /dev/null
 	ASAN_OPTIONS=detect_leaks=0 RUN_BINARY=$(CURDIR)/run-asan $(PYTHON) -m pytest -q -p no:cacheprovider --durations=15 \
 	    --ignore=tests/test_paths.py --ignore=tests/test_build.py --ignore=tests/test_kernels.py tests < /dev/null
@@ -179,4 +187,4 @@ fuzz: deps tests/build/fuzz_loader tests/build/fuzz_tokenizer tests/build/fuzz_m
 	    tests/build/corpus/messages tests/fuzz/seeds/messages
 
 clean:
-	rm -rf run run-asan tests/build tests/tmp
+	rm -rf run run-asan tests/build tests/tmp export/build

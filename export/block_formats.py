@@ -12,6 +12,11 @@ usage: imported by weight_file.py; block_formats.py --help lists the formats
 from __future__ import annotations
 
 import argparse
+import ctypes
+import os
+from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 
@@ -103,8 +108,8 @@ def search_scale_min(x: np.ndarray, w: np.ndarray, nmax: int, rmin: float, rdelt
             positive = this_min > 0
             this_scale = np.where(positive, (sum_xl / sum_l2).astype(F32), this_scale)
         this_min = np.where(positive, F32(0), this_min)
-        diff = ((this_scale[:, None] * lf).astype(F32) + this_min[:, None]).astype(F32) - x
-        with np.errstate(invalid="ignore", over="ignore"):
+        with np.errstate(invalid="ignore", over="ignore"):  # rows with D <= 0 compute NaN, never taken
+            diff = ((this_scale[:, None] * lf).astype(F32) + this_min[:, None]).astype(F32) - x
             error = seq_sum((w * (diff * diff).astype(F32)).astype(F32))
             better = (D > 0) & (error < best) & ~flat
         L = np.where(better[:, None], Laux, L)
@@ -264,6 +269,48 @@ def quantize_q6_k(x: np.ndarray) -> np.ndarray:
                            f16_bytes(d_unrounded[:, None])], axis=1)
 
 
+NUMPY_QUANTIZERS = {"q5_0": quantize_q5_0, "q5_1": quantize_q5_1, "q6_k": quantize_q6_k,
+                    "q4_k": lambda v: quantize_k(v, False), "q5_k": lambda v: quantize_k(v, True)}
+LIBRARY = Path(__file__).resolve().parent / "build" / "libquantize.so"  # export/quantize.c, built by make
+
+
+@lru_cache(maxsize=None)
+def c_library() -> ctypes.CDLL | None:
+    """export/quantize.c's quantizers (the same bytes as the NumPy ones here, at C's speed), or
+    None when the library is not built: then the NumPy ones run, tens of times slower."""
+    if os.environ.get("GPTC_NUMPY_QUANTIZERS") or not LIBRARY.exists():
+        return None
+    lib = ctypes.CDLL(str(LIBRARY))
+    for fmt in NUMPY_QUANTIZERS:
+        f = getattr(lib, f"quantize_{fmt}")
+        f.argtypes, f.restype = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p], None
+    return lib
+
+
+def threads() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def quantize_blocks(rows: np.ndarray, fmt: str) -> np.ndarray:
+    """Blocks of `fmt` (blocks, bytes) of rows (blocks, values per block): in C split between this
+    process's CPUs (ctypes lets go of Python's lock while C runs), else in NumPy."""
+    lib = c_library()
+    if lib is None:
+        out = [NUMPY_QUANTIZERS[fmt](rows[at:at + (1 << 14)])  # a chunk at a time: the searches hold copies
+               for at in range(0, len(rows), 1 << 14)]
+        return np.concatenate(out) if out else np.zeros((0, FORMATS[fmt][1]), np.uint8)
+    out = np.empty((len(rows), FORMATS[fmt][1]), np.uint8)
+    step = max(64, -(-len(rows) // (4 * threads())))
+    f = getattr(lib, f"quantize_{fmt}")
+
+    def part(at: int) -> None:
+        n = min(step, len(rows) - at)
+        f(rows[at:].ctypes.data, n, out[at:].ctypes.data)
+    with ThreadPoolExecutor(threads()) as pool:
+        list(pool.map(part, range(0, len(rows), step)))
+    return out
+
+
 def quantize(x: np.ndarray, fmt: str) -> bytes:
     """The bytes of x (rows of whole blocks) in format fmt."""
     x = np.ascontiguousarray(x, F32)
@@ -272,14 +319,7 @@ def quantize(x: np.ndarray, fmt: str) -> bytes:
             return x.astype("<f2").tobytes()
     if fmt == "bf16":
         return bf16_from_f32(x).astype("<u2").tobytes()
-    block = FORMATS[fmt][0]
-    rows = x.reshape(-1, block)
-    out = []
-    for at in range(0, len(rows), 1 << 14):  # a chunk of blocks at a time: the searches hold several copies
-        part = rows[at:at + (1 << 14)]
-        out.append({"q5_0": quantize_q5_0, "q5_1": quantize_q5_1, "q6_k": quantize_q6_k,
-                    "q4_k": lambda v: quantize_k(v, False), "q5_k": lambda v: quantize_k(v, True)}[fmt](part))
-    return np.concatenate(out).tobytes()
+    return quantize_blocks(x.reshape(-1, FORMATS[fmt][0]), fmt).tobytes()
 
 
 # ---- reading blocks back -----------------------------------------------------------------------

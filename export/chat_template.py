@@ -30,9 +30,6 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-import jinja2
-import jinja2.ext
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tokenizer_files import read_json_object  # noqa: E402
@@ -88,14 +85,29 @@ def special_tokens(config: dict) -> dict:
 
 # ---- rendering as transformers does ---------------------------------------------------------
 
-def compile_template(template: str, strftime) -> jinja2.Template:
+def jinja2_module():
+    """Debian's python3-jinja2, imported when a template is to be rendered: a model without a
+    chat template exports without it."""
+    try:
+        import jinja2
+        import jinja2.ext
+        import jinja2.sandbox
+    except ImportError as e:
+        raise ExportError("this model has a chat template, which the export renders as transformers does with "
+                          "jinja2: install it (Debian: apt install python3-jinja2)") from e
+    return jinja2
+
+
+def compile_template(template: str, strftime):
+    jinja2 = jinja2_module()
+
     def raise_exception(message: str) -> None:
         raise jinja2.exceptions.TemplateError(message)
 
     def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False) -> str:
         return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+    env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime
@@ -137,7 +149,7 @@ class Prober:
         self.formats: list[str] = []
         try:
             self.compiled = compile_template(template, self.strftime)
-        except jinja2.exceptions.TemplateError as e:
+        except jinja2_module().exceptions.TemplateError as e:
             raise TemplateRefused(f"the chat template does not compile ({e})") from e
         self.specials = specials
 

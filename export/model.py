@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from collections.abc import Iterable
-from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -28,53 +29,8 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 
-# Which tensors have biases (model.h's BIAS_* bits).
-BIAS_QKV, BIAS_ATTN_OUT, BIAS_FFN, BIAS_NORM = 1, 2, 4, 8
-BIAS_ALL = 15
-
-
-@dataclass
-class GPTConfig:
-    n_layer: int = 2
-    n_head: int = 2
-    n_embd: int = 64
-    n_hidden: int = 256          # feed-forward width (4 * n_embd in GPT-2)
-    n_ctx: int = 128             # context length (nanoGPT's block_size)
-    vocab_size: int = 256        # real tokens
-    vocab_padded: int = 256      # rows of wte / lm_head, >= vocab_size
-    ln_eps: float = 1e-5         # the norm's epsilon (LayerNorm or RMSNorm)
-    gelu: str = "tanh"           # "tanh" (GPT-2) or "erf" (exact, nanoGPT); with ffn "gelu"
-    bias: bool | int = True      # True: every Linear and LayerNorm (BIAS_ALL); False: none; or BIAS_* bits
-    tied_head: bool = True
-    pos: str = "learned"         # "learned", "sinusoidal" (both added to the embedding) or "rotary"
-    norm: str = "layer"          # "layer" (LayerNorm) or "rms" (RMSNorm)
-    ffn: str = "gelu"            # "gelu" (GPT-2's MLP) or "swiglu" (Llama's)
-    n_kv_head: int = 0           # key/value heads; 0: as many as n_head
-    rope_theta: float = 10000.0  # rotary positions' base
-    rope_freqs: list | None = None  # rotary frequencies given by the file (head_size / 2), or None
-
-    def __post_init__(self) -> None:
-        if isinstance(self.bias, bool):
-            self.bias = BIAS_ALL if self.bias else 0
-        if not self.n_kv_head:
-            self.n_kv_head = self.n_head
-
-    @property
-    def head_size(self) -> int:
-        return self.n_embd // self.n_head
-
-    def has_bias(self, part: int) -> bool:
-        return bool(self.bias & part)
-
-    def check(self) -> None:
-        assert self.n_embd % self.n_head == 0, "n_embd must be a multiple of n_head"
-        assert self.n_head % self.n_kv_head == 0, "n_head must be a multiple of n_kv_head"
-        assert self.vocab_padded >= self.vocab_size
-        assert self.gelu in ("tanh", "erf") and self.pos in ("learned", "sinusoidal", "rotary")
-        assert self.norm in ("layer", "rms") and self.ffn in ("gelu", "swiglu") and 0 <= self.bias <= BIAS_ALL
-        assert self.norm == "layer" or not self.has_bias(BIAS_NORM), "RMSNorm has no bias"
-        assert self.pos != "sinusoidal" or self.n_embd % 2 == 0, "sinusoidal needs an even n_embd"
-        assert self.pos != "rotary" or self.head_size % 2 == 0, "rotary positions need an even head size"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from config import BIAS_ATTN_OUT, BIAS_FFN, BIAS_NORM, BIAS_QKV, GPTConfig, Weights  # noqa: E402
 
 
 def sinusoid_table(n_ctx: int, n_embd: int) -> torch.Tensor:
@@ -255,6 +211,15 @@ class GPT(nn.Module):
         self.lm_head = nn.Linear(c.n_embd, c.vocab_padded, bias=False)
         if c.tied_head:
             self.lm_head.weight = self.transformer.wte.weight
+
+    @staticmethod
+    def of(weights: Weights) -> "GPT":
+        """The reference model computing with a Weights' arrays (config.weights_of checked them)."""
+        model = GPT(weights.config)
+        state = model.state_dict()
+        model.load_state_dict({k: torch.from_numpy(np.array(weights.arrays[k], np.float32)) for k in state},
+                              strict=True)
+        return model.eval()
 
     def set_cache(self, cache: str) -> "GPT":
         """Compute as run.c does with that key/value cache: "f16" (its default, `--cache f16`:

@@ -24,27 +24,32 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-import torch
-
 
 class UnsafeFile(Exception):
     """The file asks for something a checkpoint never needs, or is not laid out as one."""
 
 
-# torch.save names a tensor's storage by its legacy class (torch.FloatStorage, ...).
+# torch.save names a tensor's storage by its legacy class (torch.FloatStorage, ...): the torch
+# dtype of each, by name (torch itself is imported only to read such a file: a plain pickle, a
+# meta.pkl, needs none).
 STORAGE_DTYPES = {
-    "FloatStorage": torch.float32, "HalfStorage": torch.float16, "BFloat16Storage": torch.bfloat16,
-    "DoubleStorage": torch.float64, "LongStorage": torch.int64, "IntStorage": torch.int32,
-    "ShortStorage": torch.int16, "CharStorage": torch.int8, "ByteStorage": torch.uint8,
-    "BoolStorage": torch.bool,
+    "FloatStorage": "float32", "HalfStorage": "float16", "BFloat16Storage": "bfloat16",
+    "DoubleStorage": "float64", "LongStorage": "int64", "IntStorage": "int32",
+    "ShortStorage": "int16", "CharStorage": "int8", "ByteStorage": "uint8",
+    "BoolStorage": "bool",
 }
 
 
 class StorageKind:
     """Stands for torch.XStorage inside a storage record: only its element type is used."""
 
-    def __init__(self, dtype: torch.dtype):
-        self.dtype = dtype
+    def __init__(self, dtype: str):
+        self.dtype_name = dtype
+
+    @property
+    def dtype(self) -> Any:
+        import torch
+        return getattr(torch, self.dtype_name)
 
 
 def latin1_bytes(text: Any, encoding: Any) -> bytes:
@@ -59,8 +64,9 @@ def whole(x: Any) -> bool:
     return type(x) is int and x >= 0
 
 
-def rebuild_tensor(storage: Any, offset: Any, size: Any, stride: Any, *_: Any) -> torch.Tensor:
+def rebuild_tensor(storage: Any, offset: Any, size: Any, stride: Any, *_: Any) -> Any:
     """torch._utils._rebuild_tensor_v2's arguments: a view of a storage, checked to lie in it."""
+    import torch
     if not isinstance(storage, torch.Tensor) or storage.dim() != 1:
         raise UnsafeFile("a tensor record does not refer to a storage of the file")
     if not (whole(offset) and isinstance(size, tuple) and isinstance(stride, tuple)
@@ -75,8 +81,9 @@ def rebuild_tensor(storage: Any, offset: Any, size: Any, stride: Any, *_: Any) -
     return torch.as_strided(storage, size, stride, offset).clone()
 
 
-def rebuild_parameter(data: Any, requires_grad: Any, backward_hooks: Any) -> torch.Tensor:
+def rebuild_parameter(data: Any, requires_grad: Any, backward_hooks: Any) -> Any:
     """torch._utils._rebuild_parameter: the tensor itself (no gradient machinery)."""
+    import torch
     if not isinstance(data, torch.Tensor):
         raise UnsafeFile("a parameter record does not hold a tensor")
     return data
@@ -111,10 +118,11 @@ class TorchUnpickler(PlainUnpickler):
     def __init__(self, file: Any, archive: zipfile.ZipFile, prefix: str):
         super().__init__(file)
         self.archive, self.prefix = archive, prefix
-        self.storages: dict[str, torch.Tensor] = {}
+        self.storages: dict[str, Any] = {}
 
-    def persistent_load(self, pid: Any) -> torch.Tensor:
+    def persistent_load(self, pid: Any) -> Any:
         """("storage", torch.XStorage, key, location, element count) -> its data/KEY entry."""
+        import torch
         if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"
                 and isinstance(pid[1], StorageKind) and isinstance(pid[2], str) and whole(pid[4])):
             raise UnsafeFile("it holds an external reference that is not a tensor storage")

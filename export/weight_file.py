@@ -8,19 +8,22 @@ usage: weight_file.py FILE    prints FILE's header fields and tensor table
 from __future__ import annotations
 
 import argparse
-import os
 import struct
 import sys
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from model import BIAS_ALL, BIAS_ATTN_OUT, BIAS_FFN, BIAS_NORM, BIAS_QKV, GPT, GPTConfig  # noqa: E402
+from config import (BIAS_ALL, BIAS_ATTN_OUT, BIAS_FFN, BIAS_NORM, BIAS_QKV, GPTConfig, Weights,  # noqa: E402,F401
+                    reference_shapes, weights_of)
 import block_formats  # noqa: E402
+
+if TYPE_CHECKING:  # the PyTorch reference, imported only by read_model
+    from model import GPT
 
 # ---- constants (model.h) -------------------------------------------------------------------
 
@@ -207,11 +210,28 @@ def layer_parts(c: GPTConfig) -> list[str]:
     return [name for name, present in LAYER_PARTS if present(c)]
 
 
-def file_tensors(model: GPT) -> list[tuple[str, np.ndarray]]:
+def stacked_shapes(c: GPTConfig) -> dict[str, tuple[int, ...]]:
+    """The shape of each tensor of file_tensors()'s list (per-layer ones stacked over layers)."""
+    ref = reference_shapes(c)
+    shapes = {"wte": ref["transformer.wte.weight"], "ln_f.weight": ref["transformer.ln_f.weight"],
+              "lm_head.weight": ref["lm_head.weight"]}
+    if c.pos == "learned":
+        shapes["wpe"] = ref["transformer.wpe.weight"]
+    if c.pos == "rotary" and c.rope_freqs is not None:
+        shapes["rope_freqs"] = (len(c.rope_freqs),)
+    if "transformer.ln_f.bias" in ref:
+        shapes["ln_f.bias"] = ref["transformer.ln_f.bias"]
+    for part in layer_parts(c):
+        shapes[part] = (c.n_layer, *ref[f"transformer.h.0.{part}"])
+    return shapes
+
+
+def file_tensors(model: "Weights | GPT") -> list[tuple[str, np.ndarray]]:
     """The tensors of model.h's list, in file order, as float32 arrays (layers stacked): the
-    list load.h's tensor_list() expects."""
+    list load.h's tensor_list() expects. model: a Weights, or the PyTorch reference GPT."""
     c = model.config
-    sd = {k: v.detach().float().numpy() for k, v in model.state_dict().items()}
+    sd = {k: (v.detach().float().numpy() if hasattr(v, "detach") else np.asarray(v, np.float32))
+          for k, v in model.state_dict().items()}
     out = [("wte", sd["transformer.wte.weight"])]
     if c.pos == "learned":
         out.append(("wpe", sd["transformer.wpe.weight"]))
@@ -658,7 +678,7 @@ def write_atomically(out: Path, pieces: list[tuple[int, bytes]], total: int) -> 
     write_output(out, write)
 
 
-def write_model(out: Path, model: GPT | None, tok: TokenizerData, dtype: str = "f32", *, version: int = VERSION,
+def write_model(out: Path, model: "Weights | GPT | None", tok: TokenizerData, dtype: str = "f32", *, version: int = VERSION,
                 tensor_types: dict[str, str] | None = None, metadata: dict[str, str] | None = None,
                 qkv_apart: bool | None = None) -> int:
     """The weight file of model (None: a tokenizer-only file) and tok, its matrices in weight type
@@ -699,18 +719,10 @@ def write_file(out: Path, c: GPTConfig, tok: TokenizerData, table: list[tuple[st
 
 # ---- reading -----------------------------------------------------------------------------------
 
-def build_model(cfg: GPTConfig, sd: dict[str, torch.Tensor], what: str) -> GPT:
-    """Load a state dict in reference naming into GPT(cfg), naming any missing or misshapen key."""
-    model = GPT(cfg)
-    expected = model.state_dict()
-    for key, ref in expected.items():
-        if key not in sd:
-            raise ExportError(f"{what}: missing key '{key}'")
-        if tuple(sd[key].shape) != tuple(ref.shape):
-            raise ExportError(f"{what}: key '{key}' has shape {tuple(sd[key].shape)}, expected {tuple(ref.shape)}")
-    model.load_state_dict({k: sd[k].float() for k in expected}, strict=True)
-    model.eval()
-    return model
+def build_model(cfg: GPTConfig, sd: dict, what: str) -> Weights:
+    """A state dict in reference naming (arrays or torch tensors) as Weights, naming any missing
+    or misshapen key (config.weights_of)."""
+    return weights_of(cfg, sd, what)
 
 
 def read_tensors(path: Path) -> tuple[GPTConfig | None, TokenizerData, dict[str, FileTensor]]:
@@ -737,7 +749,7 @@ def read_tensors(path: Path) -> tuple[GPTConfig | None, TokenizerData, dict[str,
     if h["version"] > 1 and h["rope_freqs"]:
         offset, size, _ = table["rope_freqs"]
         cfg.rope_freqs = np.frombuffer(raw, "<f4", size // 4, offset).tolist()
-    shapes = {name: arr.shape for name, arr in file_tensors(GPT(cfg))}
+    shapes = stacked_shapes(cfg)
     if h["version"] >= 4 and h["qkv_apart"]:
         shapes.update({part: (cfg.n_layer, rows, cfg.n_embd) for part, rows in zip(QKV_PARTS, qkv_rows(cfg))})
     tensors, layers = {}, {}
@@ -791,9 +803,16 @@ def table_entries(raw: bytes, h: dict) -> list[tuple[str, int, int, int]]:
     return out
 
 
-def read_model(path: Path) -> tuple[GPT | None, TokenizerData]:
+def read_model(path: Path) -> tuple["GPT | None", TokenizerData]:
     """Read a weight file back into the reference model, quantized matrices dequantized: lets the
     tests and compare.py check a shipped .bin, whose training checkpoint is not shipped."""
+    from model import GPT
+    weights, tok = read_weights(path)
+    return (None if weights is None else GPT.of(weights)), tok
+
+
+def read_weights(path: Path) -> tuple[Weights | None, TokenizerData]:
+    """A weight file's configuration and weights (quantized matrices dequantized) and tokenizer."""
     cfg, tok, tensors = read_tensors(path)
     if cfg is None:
         return None, tok
@@ -807,7 +826,7 @@ def read_model(path: Path) -> tuple[GPT | None, TokenizerData]:
         for layer in range(cfg.n_layer):
             sd[f"transformer.h.{layer}.{part}"] = arrays[part][layer]
     sd["lm_head.weight"] = arrays.get("lm_head.weight", arrays["wte"])
-    return build_model(cfg, {k: torch.from_numpy(np.array(v)) for k, v in sd.items()}, str(path)), tok
+    return weights_of(cfg, sd, str(path)), tok
 
 
 def main() -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from chat_fixtures import FAMILIES, FIXTURES, exported, family_folder, ids_of
+from chat_fixtures import FAMILIES, FIXTURES, exported, family_folder
 from common import REPO, RUN, TMP, beside
 
 CONVERSATIONS = 210

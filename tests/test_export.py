@@ -444,3 +444,59 @@ def test_export_never_writes_over_its_input() -> None:
         assert why in err and str(out) in err and str(source) in err, err
     assert {p: p.read_bytes() for p in before} == before
     assert not (hf / "model.bin").exists()
+
+
+def test_reference_shapes_are_the_pytorch_models() -> None:
+    """config.reference_shapes, which checks a SOURCE's weights without PyTorch, names exactly the
+    weights (and shapes) of export/model.py's GPT, for each block design."""
+    from config import reference_shapes
+    from model import GPT
+    designs = [dict(), dict(bias=False, pos="sinusoidal", tied_head=False),
+               dict(norm="rms", pos="rotary", ffn="swiglu", bias=1, n_kv_head=1),
+               dict(norm="rms", pos="rotary", ffn="swiglu", bias=7, n_head=4, n_kv_head=2, tied_head=False)]
+    for design in designs:
+        cfg = GPTConfig(n_layer=2, n_embd=32, n_hidden=48, n_ctx=16, vocab_size=40, vocab_padded=48,
+                        **{"n_head": 2, **design})
+        want = {k: tuple(v.shape) for k, v in GPT(cfg).state_dict().items()}
+        assert reference_shapes(cfg) == want, design
+
+
+def without(modules: str, *args: str) -> subprocess.CompletedProcess:
+    """export.py on a Python where importing each of modules (comma-separated) fails."""
+    hide = "import runpy, sys\n" + "".join(f"sys.modules[{m!r}] = None\n" for m in modules.split(",")) + \
+        f"sys.argv = {[str(REPO / 'export' / 'export.py'), *args]!r}\nrunpy.run_path(sys.argv[0], run_name='__main__')\n"
+    return subprocess.run([PYTHON, "-c", hide], capture_output=True, timeout=300)
+
+
+def test_gguf_and_safetensors_export_with_numpy_alone() -> None:
+    """A GGUF file and Hugging Face safetensors folders (GPT-2's, and a Llama's with a chat template)
+    export with PyTorch not importable, byte for byte as with it; without jinja2 too when there is no
+    chat template (a nanoGPT checkpoint needs PyTorch, not jinja2); a model with a chat template and
+    no jinja2 is one line saying what to install."""
+    from chat_fixtures import family_folder
+    from test_gguf_files import tiny_gguf
+    d = folder("numpy_alone")
+    gguf = tiny_gguf().write(d / "tiny.gguf")
+    model = hf_model(16)
+    hf = hf_folder("numpy_alone_hf", model)
+    write_safetensors(hf / "model.safetensors", hf_state_dict(model, prefix="transformer."))
+    chat = family_folder("qwen2.5")
+    for source, hidden in ((gguf, "torch,jinja2"), (hf, "torch,jinja2"), (chat, "torch")):
+        with_all = export_cli(source, d / "with.bin")
+        alone = without(hidden, str(source), str(d / "alone.bin"))
+        assert with_all.returncode == 0 and alone.returncode == 0, alone.stderr.decode()
+        assert (d / "with.bin").read_bytes() == (d / "alone.bin").read_bytes(), source
+    r = without("jinja2", str(chat), str(d / "refused.bin"))
+    err = r.stderr.decode()
+    assert r.returncode == 1 and err.count("\n") == 1 and "apt install python3-jinja2" in err, err
+    chars = [t.decode() for t in char_tokenizer().tokens]
+    model = random_model(GPTConfig(n_layer=1, n_head=2, n_embd=32, n_hidden=128, n_ctx=32, vocab_size=len(chars),
+                                   vocab_padded=len(chars), gelu="erf", bias=False), seed=2)
+    nanogpt_checkpoint(d, model, len(chars), mask_buffers=False)
+    with open(d / "meta.pkl", "wb") as f:
+        pickle.dump({"vocab_size": len(chars), "itos": dict(enumerate(chars)),
+                     "stoi": {ch: i for i, ch in enumerate(chars)}}, f)
+    r = without("jinja2", str(d / "ckpt.pt"), str(d / "nano.bin"))
+    assert r.returncode == 0, r.stderr.decode()
+    r = without("torch", str(d / "ckpt.pt"), str(d / "nano.bin"))
+    assert r.returncode == 1 and "needs PyTorch" in r.stderr.decode() and r.stderr.decode().count("\n") == 1

@@ -309,7 +309,7 @@ def test_earlier_versions_load_and_give_the_same_bytes(kind: str, version: int) 
 def test_empty_file_and_directory(tmp_path) -> None:
     (tmp_path / "empty.bin").write_bytes(b"")
     for path, message in [(tmp_path / "empty.bin", "shorter than the 256-byte header"),
-                          (tmp_path, "is a directory")]:
+                          (tmp_path, "is a folder, not a model file")]:
         r = subprocess.run([str(RUN), str(path)], capture_output=True, timeout=10)
         assert r.returncode == 1 and message in r.stderr.decode(), r.stderr
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from common import REPO, RUN, TMP, run
+from common import REPO, TMP, run
 from tokenizer_corpus import corpus, records
 from tokenizer_files import LLAMA3_SPLIT, QWEN2_SPLIT, gpt2_byte_decoder
 

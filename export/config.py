@@ -1,0 +1,130 @@
+"""The block's configuration and a model's weights as arrays, without PyTorch: what the readers of
+every SOURCE (export.py, gguf_import.py) fill in and the writer (weight_file.py) writes, so that a
+GGUF file or a safetensors folder converts with NumPy alone. export/model.py, the PyTorch
+reference, builds its GPT from the same GPTConfig and loads a Weights' arrays as they are.
+
+usage: imported by export.py, gguf_import.py, weight_file.py and model.py
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from output_files import ExportError  # noqa: E402
+
+# Which tensors have biases (model.h's BIAS_* bits).
+BIAS_QKV, BIAS_ATTN_OUT, BIAS_FFN, BIAS_NORM = 1, 2, 4, 8
+BIAS_ALL = 15
+
+
+@dataclass
+class GPTConfig:
+    n_layer: int = 2
+    n_head: int = 2
+    n_embd: int = 64
+    n_hidden: int = 256          # feed-forward width (4 * n_embd in GPT-2)
+    n_ctx: int = 128             # context length (nanoGPT's block_size)
+    vocab_size: int = 256        # real tokens
+    vocab_padded: int = 256      # rows of wte / lm_head, >= vocab_size
+    ln_eps: float = 1e-5         # the norm's epsilon (LayerNorm or RMSNorm)
+    gelu: str = "tanh"           # "tanh" (GPT-2) or "erf" (exact, nanoGPT); with ffn "gelu"
+    bias: bool | int = True      # True: every Linear and LayerNorm (BIAS_ALL); False: none; or BIAS_* bits
+    tied_head: bool = True
+    pos: str = "learned"         # "learned", "sinusoidal" (both added to the embedding) or "rotary"
+    norm: str = "layer"          # "layer" (LayerNorm) or "rms" (RMSNorm)
+    ffn: str = "gelu"            # "gelu" (GPT-2's MLP) or "swiglu" (Llama's)
+    n_kv_head: int = 0           # key/value heads; 0: as many as n_head
+    rope_theta: float = 10000.0  # rotary positions' base
+    rope_freqs: list | None = None  # rotary frequencies given by the file (head_size / 2), or None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.bias, bool):
+            self.bias = BIAS_ALL if self.bias else 0
+        if not self.n_kv_head:
+            self.n_kv_head = self.n_head
+
+    @property
+    def head_size(self) -> int:
+        return self.n_embd // self.n_head
+
+    def has_bias(self, part: int) -> bool:
+        return bool(self.bias & part)
+
+    def check(self) -> None:
+        assert self.n_embd % self.n_head == 0, "n_embd must be a multiple of n_head"
+        assert self.n_head % self.n_kv_head == 0, "n_head must be a multiple of n_kv_head"
+        assert self.vocab_padded >= self.vocab_size
+        assert self.gelu in ("tanh", "erf") and self.pos in ("learned", "sinusoidal", "rotary")
+        assert self.norm in ("layer", "rms") and self.ffn in ("gelu", "swiglu") and 0 <= self.bias <= BIAS_ALL
+        assert self.norm == "layer" or not self.has_bias(BIAS_NORM), "RMSNorm has no bias"
+        assert self.pos != "sinusoidal" or self.n_embd % 2 == 0, "sinusoidal needs an even n_embd"
+        assert self.pos != "rotary" or self.head_size % 2 == 0, "rotary positions need an even head size"
+
+
+def reference_shapes(c: GPTConfig) -> dict[str, tuple[int, ...]]:
+    """Every weight of the reference model (export/model.py's GPT state dict: nanoGPT's names,
+    the SwiGLU gate as h.N.mlp.gate) and its shape, lm_head.weight included when it is tied."""
+    C, H, hs = c.n_embd, c.n_hidden, c.head_size
+    norm_bias = c.norm == "layer" and c.has_bias(BIAS_NORM)
+    shapes: dict[str, tuple[int, ...]] = {"transformer.wte.weight": (c.vocab_padded, C)}
+    if c.pos == "learned":
+        shapes["transformer.wpe.weight"] = (c.n_ctx, C)
+    for i in range(c.n_layer):
+        h = f"transformer.h.{i}."
+        layer = {"ln_1.weight": (C,), "ln_1.bias": (C,) if norm_bias else None,
+                 "attn.c_attn.weight": ((c.n_head + 2 * c.n_kv_head) * hs, C),
+                 "attn.c_attn.bias": ((c.n_head + 2 * c.n_kv_head) * hs,) if c.has_bias(BIAS_QKV) else None,
+                 "attn.c_proj.weight": (C, c.n_head * hs), "attn.c_proj.bias": (C,) if c.has_bias(BIAS_ATTN_OUT) else None,
+                 "ln_2.weight": (C,), "ln_2.bias": (C,) if norm_bias else None}
+        if c.ffn == "swiglu":
+            layer.update({"mlp.gate.weight": (H, C), "mlp.gate.bias": (H,) if c.has_bias(BIAS_FFN) else None})
+        layer.update({"mlp.c_fc.weight": (H, C), "mlp.c_fc.bias": (H,) if c.has_bias(BIAS_FFN) else None,
+                      "mlp.c_proj.weight": (C, H), "mlp.c_proj.bias": (C,) if c.has_bias(BIAS_FFN) else None})
+        shapes.update({h + name: shape for name, shape in layer.items() if shape is not None})
+    shapes["transformer.ln_f.weight"] = (C,)
+    if norm_bias:
+        shapes["transformer.ln_f.bias"] = (C,)
+    shapes["lm_head.weight"] = (c.vocab_padded, C)
+    return shapes
+
+
+@dataclass
+class Weights:
+    """A model as its configuration and float32 arrays under the reference model's names
+    (reference_shapes): what a SOURCE reader returns and the writer takes. The PyTorch reference
+    of the same weights is export/model.py's GPT.of(weights)."""
+    config: GPTConfig
+    arrays: dict[str, np.ndarray]
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        return self.arrays
+
+
+class ShapeError(ExportError):
+    """A weight missing or of the wrong shape, said in one line."""
+
+
+def weights_of(c: GPTConfig, sd: dict, what: str) -> Weights:
+    """sd (name -> an array, or a torch tensor) checked against c's reference_shapes, every
+    missing or misshapen weight named, as float32 arrays; a tied head is the embedding itself."""
+    c.check()
+    arrays = {}
+    for name, shape in reference_shapes(c).items():
+        if name == "lm_head.weight" and c.tied_head:
+            continue
+        if name not in sd:
+            raise ShapeError(f"{what}: missing key '{name}'")
+        value = sd[name]
+        if hasattr(value, "detach"):  # a torch tensor: its numbers as NumPy's
+            value = value.detach().float().numpy()
+        value = np.asarray(value)
+        if tuple(value.shape) != shape:
+            raise ShapeError(f"{what}: key '{name}' has shape {tuple(value.shape)}, expected {shape}")
+        arrays[name] = value if value.dtype == np.float32 else value.astype(np.float32)
+    if c.tied_head:
+        arrays["lm_head.weight"] = arrays["transformer.wte.weight"]
+    return Weights(c, arrays)
