@@ -673,11 +673,12 @@ def main() -> None:
     ap.add_argument("source", help="our checkpoint, a nanoGPT or llama2.c ckpt.pt, a llama2.c .bin, a Hugging "
                                    "Face folder of GPT-2, Llama, Qwen2 or Mistral, or a GGUF file")
     ap.add_argument("out", help="the weight file to write")
-    ap.add_argument("--dtype", choices=[*WEIGHT_TYPES, *MIXES], default=None,
+    ap.add_argument("--dtype", type=str.lower, choices=[*WEIGHT_TYPES, *MIXES], default=None,
                     help="weight type: f32 (the default), q8_0 (int8 matrices, one scale per 32 values), q4_0 "
                          "(4-bit, one scale per 32), GGUF's q5_0, q5_1, q4_k, q5_k, q6_k, f16, bf16, or llama.cpp's "
-                         "mixes q4_k_m and q5_k_m (a type per matrix as llama-quantize chooses it); a GGUF's matrices "
-                         "keep theirs by default")
+                         "mixes q4_k_m and q5_k_m (a type per matrix as llama-quantize chooses it); llama.cpp's "
+                         "spellings too (Q8_0, Q4_K_M); a k type falls back per matrix where 256 does not divide its "
+                         "rows, as llama.cpp's does; a GGUF's matrices keep theirs by default")
     ap.add_argument("--tensor-type", action="append", default=[], metavar="PATTERN=TYPE",
                     help="the matrices matching PATTERN in another weight type (repeatable; the first match wins)")
     ap.add_argument("--tokenizer", type=Path, default=None,
@@ -685,17 +686,19 @@ def main() -> None:
                          "of them or with vocab.json and merges.txt, or one of our weight files")
     ap.add_argument("--gpt2-vocab", type=Path, default=DEFAULT_GPT2_VOCAB,
                     help="folder with GPT-2's encoder.json and vocab.bpe (for nanoGPT checkpoints)")
+    ap.add_argument("--quiet", action="store_true", help="no progress line on a terminal, only the summary")
     args = ap.parse_args()
     try:
         refuse_input_as_output(args.out, export_inputs(Path(args.source), args.tokenizer, args.gpt2_vocab))
-        tensor_types = dict(spec.split("=", 1)[::1] for spec in args.tensor_type if "=" in spec)
+        tensor_types = {pattern: wtype.lower() for pattern, wtype in (spec.split("=", 1) for spec in args.tensor_type
+                                                                       if "=" in spec)}
         if len(tensor_types) != len(args.tensor_type):
             raise ExportError(f"--tensor-type takes PATTERN=TYPE, got {args.tensor_type!r}")
         metadata = {"general.source": Path(args.source).resolve().name}
         if is_gguf(Path(args.source)):
             if args.tokenizer is not None:
                 raise ExportError("--tokenizer: a GGUF file carries its own tokenizer")
-            imported, size = export_gguf(args.source, Path(args.out), args.dtype, tensor_types, metadata)
+            imported, written = export_gguf(args.source, Path(args.out), args.dtype, tensor_types, metadata, args.quiet)
             c, tok = imported.config, imported.tokenizer
         else:
             model, tok = read_source(args.source, args.gpt2_vocab, args.tokenizer)
@@ -703,14 +706,13 @@ def main() -> None:
             folder = args.tokenizer if args.tokenizer is not None and args.tokenizer.is_dir() else Path(args.source)
             if folder.is_dir():  # a Hugging Face folder: its chat template, rendered as a table (chat_template.py)
                 metadata.update(folder_chat_metadata(folder, tok))
-            size = write_model(Path(args.out), model, tok, args.dtype or "f32", tensor_types=tensor_types,
-                               metadata=metadata)
+            written = write_model(Path(args.out), model, tok, args.dtype or "f32", tensor_types=tensor_types,
+                                  metadata=metadata, quiet=args.quiet)
     except ExportError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)
-    types = args.dtype or ("the GGUF's" if is_gguf(Path(args.source)) else "f32")
-    print(f"wrote {args.out}: {size} bytes, {c.n_layer} layers, {c.n_head} heads, n_embd {c.n_embd}, "
-          f"vocab {c.vocab_size} ({tok.kind}), {types}", file=sys.stderr)
+    print(f"wrote {args.out}: {written.size} bytes, {c.n_layer} layers, {c.n_head} heads, n_embd {c.n_embd}, "
+          f"vocab {c.vocab_size} ({tok.kind}); {written.summary()}", file=sys.stderr)
 
 
 if __name__ == "__main__":

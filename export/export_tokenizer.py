@@ -134,7 +134,7 @@ def main() -> None:
         refuse_input_as_output(args.out, [args.tokenizer, *(args.tokenizer.parent / name for name in
                                                            ("config.json", "tokenizer_config.json"))])
         tok = load_tokenizer(args.tokenizer, args.kind, args.eos)
-        size = write_model(args.out, None, tok)
+        size = write_model(args.out, None, tok).size
     except ExportError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)

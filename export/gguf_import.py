@@ -53,11 +53,12 @@ from chat_template import tokenizer_chat_metadata  # noqa: E402
 from gguf_file import (ARRAY, BOOL, FLOAT32, FLOAT64, INTEGER_TYPES, STRING, VALUE_TYPES, GGUFError,  # noqa: E402
                        GGUFFile, TensorInfo, float_values, q4_0_blocks, q8_0_blocks, read_gguf, shown)
 from config import BIAS_ALL, BIAS_ATTN_OUT, BIAS_FFN, BIAS_QKV, GPTConfig, Weights  # noqa: E402
+from progress import Progress  # noqa: E402
 from tokenizer_files import gpt2_byte_decoder  # noqa: E402
 from weight_file import (MATRICES, MAX_STOP, MIXES, QKV_PARTS, RANK_NONE, TOK_BYTE_FALLBACK,  # noqa: E402
                          TOK_DUMMY_PREFIX, TOK_MERGE_PAIRS, TOK_SENTENCEPIECE, TOK_WHOLE_PIECES, TOKEN_BYTE,
                          TOKEN_CONTROL, TOKEN_NORMAL, TOKEN_SPECIAL, TOKEN_UNKNOWN, WEIGHT_TYPES, BlockMatrix,
-                         QuantizedMatrix, TokenizerData, base_name, build_model, dtype_type, entry_names, same_type,
+                         QuantizedMatrix, TokenizerData, Written, base_name, build_model, dtype_type, entry_names, same_type,
                          stack_rows, tensor_data, type_block, write_file)
 
 ARCHITECTURES = ("llama", "qwen2", "gpt2")
@@ -697,6 +698,15 @@ def choose_type(name: str, tensor: Matrix | np.ndarray, dtype: str | None, tenso
     return wanted
 
 
+def source_bytes(tensor: Matrix | np.ndarray) -> int:
+    """A tensor's bytes as the GGUF holds it (what the progress line counts)."""
+    if isinstance(tensor, BlockMatrix):
+        return tensor.raw.nbytes
+    if isinstance(tensor, QuantizedMatrix):
+        return tensor.quants.nbytes + tensor.scales.nbytes // 2
+    return tensor.nbytes
+
+
 def entry_bytes(tensor: Matrix | np.ndarray, wtype: str) -> bytes:
     if isinstance(tensor, (QuantizedMatrix, BlockMatrix)):
         if wtype == tensor.wtype:
@@ -708,21 +718,26 @@ def entry_bytes(tensor: Matrix | np.ndarray, wtype: str) -> bytes:
 
 
 def export_gguf(path: str | Path, out: Path, dtype: str | None = None, tensor_types: dict[str, str] | None = None,
-                metadata: dict[str, str] | None = None) -> tuple[Imported, int]:
-    """Our weight file of a GGUF file; returns what was read and the file's size."""
+                metadata: dict[str, str] | None = None, quiet: bool = False) -> tuple[Imported, Written]:
+    """Our weight file of a GGUF file; returns what was read and what was written."""
     m = read_gguf_model(path)
-    return m, write_imported(m, out, dtype, tensor_types, metadata)
+    return m, write_imported(m, out, dtype, tensor_types, metadata, quiet)
 
 
 def write_imported(m: Imported, out: Path, dtype: str | None = None, tensor_types: dict[str, str] | None = None,
-                   metadata: dict[str, str] | None = None) -> int:
-    """Our weight file of what read_gguf_model() read; returns its size."""
+                   metadata: dict[str, str] | None = None, quiet: bool = False) -> Written:
+    """Our weight file of what read_gguf_model() read; returns what was written. quiet: no
+    progress line."""
     # llama.cpp's mixes keep a llama's value projection apart (it gets more bits); gpt2's is fused
     m.place(True if dtype in MIXES and m.arch != "gpt2" else None)
+    names = entry_names(m.config, m.qkv_apart)
+    progress = Progress(len(names), sum(source_bytes(m.tensors[name]) for name in names), quiet)
     table = []
-    for name in entry_names(m.config, m.qkv_apart):
+    for i, name in enumerate(names):
         wtype = choose_type(name, m.tensors[name], dtype, tensor_types or {}, m.config)
         table.append((name, wtype, entry_bytes(m.tensors[name], wtype)))
+        progress.step(i, name, source_bytes(m.tensors[name]))
+    progress.finish()
     keys = {**(metadata or {}), **m.metadata}
     if "chat.template" in keys:  # rendered as transformers would, with the file's special tokens
         keys.update(tokenizer_chat_metadata(keys["chat.template"], m.specials, m.tokenizer))

@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from config import (BIAS_ALL, BIAS_ATTN_OUT, BIAS_FFN, BIAS_NORM, BIAS_QKV, GPTConfig, Weights,  # noqa: E402,F401
                     reference_shapes, weights_of)
 import block_formats  # noqa: E402
+from progress import Progress  # noqa: E402
 
 if TYPE_CHECKING:  # the PyTorch reference, imported only by read_model
     from model import GPT
@@ -538,23 +539,25 @@ def dtype_type(dtype: str, name: str, base: str, cols: int, n_layer: int, tied: 
     """The weight type --dtype gives matrix `name` as llama.cpp's llama-quantize gives its GGUF
     tensor (without an imatrix): q4_k_m and q5_k_m: the output head (and a tied embedding)
     q6_k, the value projection (our fused query/key/value, as llama.cpp treats GPT-2's fused
-    one) and the down projection q6_k on use_more_bits() layers, the rest q4_k (q5_k); q6_k: every
-    matrix q6_k; then a k type whose 256 values do not divide the row falls back as llama.cpp's
-    does (q4_k to q5_0, q5_k to q5_1, q6_k to q8_0 with ggml's numbers), and a row not a multiple
-    of 32 to f16. Any other dtype is every matrix's type."""
-    if dtype not in MIXES and dtype != "q6_k":
-        return dtype
+    one) and the down projection q6_k on use_more_bits() layers, the rest q4_k (q5_k); any other
+    dtype is every matrix's type. Then, as llama.cpp does for every k type, one whose 256 values
+    do not divide the row falls back (q4_k to q5_0, q5_k to q5_1, q6_k to q8_0 with ggml's
+    numbers), and to f16 where 32 does not divide it either. A type of 32 values on a row it does
+    not divide is refused (entry_types), as llama.cpp refuses it."""
     layer = int(name.split(".")[1]) if name.startswith("h.") else -1
-    base_type = {"q4_k_m": "q4_k", "q5_k_m": "q5_k", "q6_k": "q6_k"}[dtype]
-    wtype = base_type
-    if base == "lm_head.weight" or (base == "wte" and tied):
-        wtype = "q6_k"
-    elif dtype in MIXES and base in ("attn.c_attn.weight", "attn.v.weight", "mlp.c_proj.weight") and layer >= 0 \
-            and use_more_bits(layer, n_layer):
-        wtype = "q6_k"
-    if cols % 256:
+    wtype = dtype
+    if dtype in MIXES:
+        wtype = {"q4_k_m": "q4_k", "q5_k_m": "q5_k"}[dtype]
+        if base == "lm_head.weight" or (base == "wte" and tied):
+            wtype = "q6_k"
+        elif base in ("attn.c_attn.weight", "attn.v.weight", "mlp.c_proj.weight") and layer >= 0 \
+                and use_more_bits(layer, n_layer):
+            wtype = "q6_k"
+    if wtype in K_FALLBACK and cols % 256:
         wtype = K_FALLBACK[wtype]
-    return wtype if cols % QUANT_GROUP == 0 else "f16"
+        if cols % QUANT_GROUP:
+            wtype = "f16"
+    return wtype
 
 
 def entry_types(entries: list[tuple[str, str, np.ndarray]], dtype: str, tensor_types: dict[str, str] | None,
@@ -575,7 +578,8 @@ def entry_types(entries: list[tuple[str, str, np.ndarray]], dtype: str, tensor_t
                 break
         if arr.shape[-1] % type_block(wtype):
             raise ExportError(f"tensor {name}'s rows of {arr.shape[-1]} values are not a multiple of {wtype}'s "
-                              f"{type_block(wtype)}; export it as f32")
+                              f"{type_block(wtype)}: f16 and f32 fit any row, and the k types fall back where they "
+                              "do not fit (q4_k, q5_k, q6_k, q4_k_m, q5_k_m)")
         types.append(wtype)
     return types
 
@@ -592,18 +596,22 @@ def metadata_section(metadata: dict[str, str | bytes]) -> bytes:
     return out
 
 
-def model_bytes_layout(c: GPTConfig | None, tok: TokenizerData, tensors: list[tuple[str, np.ndarray]],
-                       dtype: str = "f32", version: int = VERSION, tensor_types: dict[str, str] | None = None,
-                       metadata: dict[str, str] | None = None, qkv_apart: bool = False):
-    """The file as pieces (offset, bytes): the metadata block (header, tokenizer section,
-    metadata section, tensor table, with the CRC-32 filled in), then each tensor. Returns (pieces,
-    file size)."""
+def model_table(c: GPTConfig | None, tensors: list[tuple[str, np.ndarray]], dtype: str = "f32",
+                version: int = VERSION, tensor_types: dict[str, str] | None = None, metadata: dict[str, str] | None = None,
+                qkv_apart: bool = False, quiet: bool = False) -> list[tuple[str, str, bytes]]:
+    """The tensor table of model.h's list of tensors: (entry name, weight type, the tensor's bytes
+    in that type) in file order. quiet: no progress line on a terminal (progress.py)."""
     if version < 4 and (tensor_types or metadata or qkv_apart or dtype not in ("f32", "q8_0", "q4_0")):
         raise ExportError(f"format version {version} has one weight type of f32, q8_0 and q4_0, and no metadata")
     entries = file_entries(tensors, version, c if qkv_apart else None)
     types = entry_types(entries, dtype, tensor_types, c.n_layer if c is not None else 0, bool(c and c.tied_head))
-    table = [(name, wtype, tensor_data(arr, wtype)) for (name, _, arr), wtype in zip(entries, types)]
-    return file_layout(c, tok, table, dtype, version, metadata, qkv_apart)
+    progress = Progress(len(entries), sum(arr.nbytes for _, _, arr in entries), quiet)
+    table = []
+    for i, ((name, _, arr), wtype) in enumerate(zip(entries, types)):
+        table.append((name, wtype, tensor_data(arr, wtype)))
+        progress.step(i, name, arr.nbytes)
+    progress.finish()
+    return table
 
 
 def file_layout(c: GPTConfig | None, tok: TokenizerData, table: list[tuple[str, str, bytes]], dtype: str = "f32",
@@ -664,6 +672,27 @@ def entry_names(c: GPTConfig, qkv_apart: bool = False) -> list[str]:
     return first + layers + last
 
 
+@dataclass
+class Written:
+    """What a write put in the file: its size and each tensor's (entry name, weight type)."""
+    size: int
+    types: list[tuple[str, str]]
+    qkv_apart: bool = False
+
+    def summary(self) -> str:
+        """The matrices' weight types as run --info says them: "weights: q8_0", or with several
+        types "weights: q4_k (98 matrices), q6_k (13 matrices)" in kernels/types.h's order."""
+        counts: dict[str, int] = {}
+        for name, wtype in self.types:
+            if base_name(name) in MATRICES:
+                wtype = wtype.removesuffix("_ggml")
+                counts[wtype] = counts.get(wtype, 0) + 1
+        kinds = [t for t in WEIGHT_TYPES if t in counts]
+        listed = ", ".join(t + (f" ({counts[t]} matri{'x' if counts[t] == 1 else 'ces'})" if len(kinds) > 1 else "")
+                           for t in kinds)
+        return f"weights: {listed}" + ("; query, key and value apart" if self.qkv_apart else "")
+
+
 def write_atomically(out: Path, pieces: list[tuple[int, bytes]], total: int) -> None:
     """The file of pieces (offset, bytes), in offset order, zeros between them, total bytes in
     all, written by output_files.write_output: whole or not at all, symlinks followed, devices
@@ -680,10 +709,10 @@ def write_atomically(out: Path, pieces: list[tuple[int, bytes]], total: int) -> 
 
 def write_model(out: Path, model: "Weights | GPT | None", tok: TokenizerData, dtype: str = "f32", *, version: int = VERSION,
                 tensor_types: dict[str, str] | None = None, metadata: dict[str, str] | None = None,
-                qkv_apart: bool | None = None) -> int:
+                qkv_apart: bool | None = None, quiet: bool = False) -> Written:
     """The weight file of model (None: a tokenizer-only file) and tok, its matrices in weight type
     dtype unless a pattern of tensor_types names another (a mix), with metadata (version 4; 3 for
-    the tests of older files); returns its size in bytes. qkv_apart: the query, key and value
+    the tests of older files); returns its size and the types written. qkv_apart: the query, key and value
     projections as three tensors (model.h); None: as llama.cpp keeps them in its mixes, apart for
     the Llama family's block (a mix gives the value projection more bits), fused for GPT-2's."""
     c = model.config if model is not None else None
@@ -693,28 +722,25 @@ def write_model(out: Path, model: "Weights | GPT | None", tok: TokenizerData, dt
         raise ExportError(f"tokenizer has {len(tok.tokens)} tokens but the model's vocab_size is {c.vocab_size}")
     if dtype not in WEIGHT_TYPES and dtype not in MIXES:
         raise ExportError(f"unknown weight type {dtype!r}: choose from {', '.join([*WEIGHT_TYPES, *MIXES])}")
-    block = QUANT_GROUP if dtype in MIXES or dtype == "q6_k" else type_block(dtype)  # the k mixes fall back where 256 does not divide
-    if c is not None and (c.n_embd % block or c.n_hidden % block):
-        raise ExportError(f"{dtype} needs n_embd and n_hidden to be multiples of {block} "
-                          f"(found {c.n_embd} and {c.n_hidden}); export with --dtype f32")
     tensors = file_tensors(model) if model is not None else []
-    pieces, total = model_bytes_layout(c, tok, tensors, dtype, version, tensor_types, metadata, qkv_apart)
+    table = model_table(c, tensors, dtype, version, tensor_types, metadata, qkv_apart, quiet)
+    pieces, total = file_layout(c, tok, table, dtype, version, metadata, qkv_apart)
     write_atomically(out, pieces, total)
-    return total
+    return Written(total, [(name, wtype) for name, wtype, _ in table], qkv_apart)
 
 
 def write_file(out: Path, c: GPTConfig, tok: TokenizerData, table: list[tuple[str, str, bytes]],
-               metadata: dict[str, str] | None = None, qkv_apart: bool = False) -> int:
+               metadata: dict[str, str] | None = None, qkv_apart: bool = False) -> Written:
     """A version 4 file whose tensors are given already in their types' bytes: table holds (entry
     name, weight type, bytes) in entry_names(c, qkv_apart)'s order (an import that keeps another
-    format's quantized numbers as they are). Returns its size in bytes."""
+    format's quantized numbers as they are). Returns its size and the types written."""
     if [name for name, _, _ in table] != entry_names(c, qkv_apart):
         raise ExportError(f"the tensors {[name for name, _, _ in table][:6]}... are not model.h's list for this block")
     if len(tok.tokens) != c.vocab_size:
         raise ExportError(f"tokenizer has {len(tok.tokens)} tokens but the model's vocab_size is {c.vocab_size}")
     pieces, total = file_layout(c, tok, table, "f32", VERSION, metadata, qkv_apart)
     write_atomically(out, pieces, total)
-    return total
+    return Written(total, [(name, wtype) for name, wtype, _ in table], qkv_apart)
 
 
 # ---- reading -----------------------------------------------------------------------------------

@@ -500,3 +500,55 @@ def test_gguf_and_safetensors_export_with_numpy_alone() -> None:
     assert r.returncode == 0, r.stderr.decode()
     r = without("torch", str(d / "ckpt.pt"), str(d / "nano.bin"))
     assert r.returncode == 1 and "needs PyTorch" in r.stderr.decode() and r.stderr.decode().count("\n") == 1
+
+
+def llama_folder(name: str, width: int, hidden: int) -> Path:
+    """A Llama-shaped Hugging Face folder (two layers, GPT-2's first 200 merges) of that width and
+    feed-forward width."""
+    from llama_sources import write_hf_folder
+    from test_llama import LLAMA, gpt2_files
+    n = 256 + 200
+    cfg = GPTConfig(n_layer=2, n_head=2, n_kv_head=1, n_embd=width, n_hidden=hidden, n_ctx=64, vocab_size=n,
+                    vocab_padded=n, tied_head=False, **LLAMA)
+    return write_hf_folder(TMP / name, random_model(cfg, seed=width), "llama", "F32", 1, gpt2_files(200))
+
+
+@pytest.mark.parametrize("dtype,down,rest", [("Q4_K", "q4_k", "q5_0"), ("q5_k", "q5_k", "q5_1"),
+                                             ("q6_k", "q6_k", "q8_0"), ("Q8_0", "q8_0", "q8_0")])
+def test_every_k_type_falls_back_per_matrix_and_the_summary_says_what_was_written(dtype: str, down: str,
+                                                                                  rest: str) -> None:
+    """Width 128, feed-forward 256: each k type falls back as llama.cpp's quantizer does where 256
+    does not divide a row (every matrix but the down projection, whose rows are 256 long), llama.cpp's
+    spellings accepted; the export's summary is --info's line of the file it wrote."""
+    from weight_file import WEIGHT_TYPES, read_header_and_table
+    d = llama_folder("dtype_128", 128, 256)
+    r = export_cli_with(d, beside(d), "--dtype", dtype)
+    assert r.returncode == 0, r.stderr.decode()
+    names = {v: k for k, v in WEIGHT_TYPES.items()}
+    types = {name: names[t] for name, t in read_header_and_table(beside(d))}
+    for name, wtype in types.items():
+        matrix = name.split(".", 2)[-1] in ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.gate.weight",
+                                             "mlp.c_fc.weight", "mlp.c_proj.weight") or name in ("wte", "lm_head.weight")
+        assert wtype == (down if name.endswith("mlp.c_proj.weight") else rest if matrix else "f32"), (name, wtype)
+    info = subprocess.run([str(RUN), str(beside(d)), "--info"], capture_output=True, text=True).stdout
+    said = r.stderr.decode().strip().split("; ", 1)[1]
+    assert said.startswith("weights: ") and said in info, (said, info)
+
+
+def test_a_type_of_32_on_rows_it_does_not_divide_is_refused_and_the_k_types_reach_f16() -> None:
+    """Width 48 (a multiple of 16, not of 32): --dtype q8_0 is refused naming the first matrix and
+    what fits, nothing written; --dtype q4_k falls back to f16 there, as llama.cpp's does."""
+    d = llama_folder("dtype_48", 48, 256)
+    beside(d).unlink(missing_ok=True)
+    r = export_cli_with(d, beside(d), "--dtype", "q8_0")
+    err = r.stderr.decode()
+    assert r.returncode == 1 and err.count("\n") == 1 and "tensor wte's rows of 48 values are not a multiple of q8_0's 32" in err
+    assert "f16 and f32 fit any row" in err and not beside(d).exists()
+    r = export_cli_with(d, beside(d), "--dtype", "q4_k")
+    assert r.returncode == 0, r.stderr.decode()
+    assert "weights: q4_k (2 matrices), f16 (" in r.stderr.decode(), r.stderr.decode()
+
+
+def export_cli_with(source: Path, out: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([PYTHON, str(REPO / "export" / "export.py"), str(source), str(out), *args],
+                          capture_output=True, timeout=300)

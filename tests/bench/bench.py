@@ -879,6 +879,81 @@ def llama_cpp_table(runs: int) -> None:
                   f"| {med(rr):.0f} / {med(lr):.0f} |")
 
 
+QWEN05 = dict(n_layer=24, n_head=14, n_kv_head=2, n_embd=896, n_hidden=4864, vocab=151936)  # Qwen2.5-0.5B's shape
+
+
+def qwen05_f32_gguf() -> Path:
+    """A float32 GGUF of Qwen2.5-0.5B's shape (QWEN05: 494M parameters, tied head, query/key/value
+    biases) with random weights, made once: GPT-2's byte-level vocabulary padded with unused tokens
+    to Qwen's 151936, as its converter pads it."""
+    path = OUT / "gguf_qwen05_f32.gguf"
+    if not path.exists():
+        import torch
+        from gguf_writer import UINT32, add_bpe_vocab, gguf_of_model
+        from model import GPT, GPTConfig
+        from test_llama import gpt2_files
+        torch.set_num_threads(2)
+        OUT.mkdir(exist_ok=True)
+        s = QWEN05
+        cfg = GPTConfig(n_layer=s["n_layer"], n_head=s["n_head"], n_kv_head=s["n_kv_head"], n_embd=s["n_embd"],
+                        n_hidden=s["n_hidden"], n_ctx=2048, vocab_size=s["vocab"], vocab_padded=s["vocab"], norm="rms",
+                        pos="rotary", ffn="swiglu", bias=1, tied_head=True, rope_theta=1e6)
+        g = gguf_of_model(GPT(cfg).init_random(5, std=0.02), "qwen2")
+        files = gpt2_files(merges=50000)
+        add_bpe_vocab(g, files["vocab.json"], files["merges.txt"], "qwen2", ["<|endoftext|>"], padded_to=s["vocab"])
+        g.add("tokenizer.ggml.eos_token_id", UINT32, 50256)
+        g.write(path)
+    return path
+
+
+def seconds_and_rss(*args) -> tuple[float, float]:
+    """Wall seconds of one command and its peak resident memory in MB (VmHWM, as timing_and_rss)."""
+    start = time.monotonic()
+    p = subprocess.Popen([str(a) for a in args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    status, peak_kb = Path(f"/proc/{p.pid}/status"), 0
+    while p.poll() is None:
+        try:
+            line = next(x for x in status.read_text().split("\n") if x.startswith("VmHWM:"))
+            peak_kb = max(peak_kb, int(line.split()[1]))
+        except (OSError, StopIteration, ValueError):
+            pass
+        time.sleep(0.01)
+    seconds = time.monotonic() - start
+    if p.returncode:
+        sys.exit(f"{args[0]} failed: {p.stderr.read().decode(errors='replace')}")
+    return seconds, peak_kb / 1024
+
+
+def quantize_table(runs: int) -> None:
+    """Quantizing a float32 GGUF of Qwen2.5-0.5B's shape to Q4_K_M (and Q6_K, Q8_0): llama.cpp's own
+    quantizer (tests/llama_ref quantize: llama_model_quantize with its default threads) against
+    export.py --dtype (export/quantize.c's quantizers on every CPU): wall seconds and peak RSS,
+    alternating, medians of `runs` rounds with half their spread."""
+    if not LLAMA_REF.exists():
+        sys.exit(f"{LLAMA_REF} is missing: make tests/build/llama_ref")
+    f32 = qwen05_f32_gguf()
+    print(f"\nQuantizing: {f32.stat().st_size / 1e9:.2f} GB float32 GGUF of Qwen2.5-0.5B's shape, seconds and peak "
+          f"RSS in MB, median of {runs} alternating rounds (± half the spread)")
+    print("| type | llama.cpp (llama_model_quantize) | export.py --dtype | seconds, export ÷ llama.cpp |")
+    print("|---|---|---|---|")
+    for dtype in ("q4_k_m", "q6_k", "q8_0"):
+        programs = {"llama.cpp": (LLAMA_REF, "quantize", f32, OUT / f"quantized_{dtype}.gguf", dtype),
+                    "export": (PYTHON, REPO / "export" / "export.py", f32, OUT / f"quantized_{dtype}.bin", "--dtype",
+                               dtype, "--quiet")}
+        got = {name: ([], []) for name in programs}
+        for k in range(runs):
+            for name in (list(programs) if k % 2 == 0 else list(programs)[::-1]):
+                seconds, rss = seconds_and_rss(*programs[name])
+                got[name][0].append(seconds)
+                got[name][1].append(rss)
+        (ls, lr), (es, er) = got["llama.cpp"], got["export"]
+        med = statistics.median
+        print(f"| {dtype} | {med(ls):.1f} ± {spread(ls):.1f} s, {med(lr):.0f} MB | {med(es):.1f} ± {spread(es):.1f} s, "
+              f"{med(er):.0f} MB | {median_ratio(es, ls):.2f} |")
+        for name in programs:
+            Path(programs[name][3]).unlink(missing_ok=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=5)
@@ -896,6 +971,7 @@ def main() -> None:
     ap.add_argument("--skip-caches", action="store_true")
     ap.add_argument("--skip-chat", action="store_true")
     ap.add_argument("--skip-llama-cpp", action="store_true")
+    ap.add_argument("--skip-quantize", action="store_true")
     ap.add_argument("--cache", choices=("f16", "f32", "q8_0"), default="f16")
     args = ap.parse_args()
     global CACHE
@@ -926,6 +1002,8 @@ def main() -> None:
         chat_table(args.runs)
     if not args.skip_llama_cpp:
         llama_cpp_table(args.runs)
+    if not args.skip_quantize:
+        quantize_table(args.runs)
 
 
 if __name__ == "__main__":
