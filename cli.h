@@ -86,7 +86,7 @@ static void usage(FILE *f, int max_block) {
         "examples:\n"
         "  run models/kjv.bin -i \"And God said\" -n 200 -t 0.8 -k 40\n"
         "  echo \"In the beginning\" | run models/kjv.bin -t 0 --repeat-penalty 1.3 --stop \".\"\n"
-        "  run models/kjv.bin --perplexity heldout.txt\n", max_block);
+        "  run models/kjv.bin --perplexity models/heldout.txt\n", max_block);
 }
 
 static long parse_long(const char *flag, const char *s, long lo, long hi) {

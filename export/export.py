@@ -1,7 +1,7 @@
 """Export PyTorch GPT weights to run.c's weight file (format: model.h).
 
 usage: export.py SOURCE OUT.bin [--dtype TYPE] [--tensor-type PATTERN=TYPE ...] [--tokenizer PATH]
-                 [--gpt2-vocab DIR]
+                 [--gpt2-vocab DIR] [--quiet]
 
 SOURCE is any of (compare.py also takes a weight file written by this script):
   GPT-2's block:
@@ -17,8 +17,9 @@ SOURCE is any of (compare.py also takes a weight file written by this script):
   5. a llama2.c training checkpoint (ckpt.pt: model_args and model, as its train.py writes);
   6. a llama2.c .bin file of version 0 (its legacy float32 export) or 1 (float32, "ak42");
   7. a GGUF file (llama.cpp's format; gguf_import.py) of architecture llama, qwen2 or gpt2, its
-     tensors F32, F16, BF16, Q8_0 or Q4_0, with the tokenizer it carries: every number llama.cpp
-     computes with kept (Q8_0 and Q4_0 bit for bit), so a run of it compares with llama.cpp's.
+     tensors F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K or Q6_K (llama.cpp's Q4_K_M,
+     Q5_K_M and Q6_K files among others), with the tokenizer it carries: every number llama.cpp
+     computes with kept, blocks copied as they are, so a run of it compares with llama.cpp's.
   What run.c does not implement is refused naming the config key: sliding-window attention,
   normalised queries and keys, mixture of experts, rope_scaling other than llama3's (which is
   applied here to the rotary frequencies).
@@ -34,8 +35,11 @@ Checkpoints are read as data, never run (safe_pickle.py).
 --dtype is the matrices' weight type (f32 unless given; a GGUF's matrices keep their own unless
 given, and a quantized one only widens: q4_0 -> q8_0 -> f32): f32, q8_0, q4_0, GGUF's q5_0, q5_1,
 q4_k, q5_k, q6_k, f16, bf16, or one of llama.cpp's mixes q4_k_m and q5_k_m, each matrix the type
-llama-quantize gives it, quantized as llama.cpp's reference quantizers do (block_formats.py); q6_k
-and the mixes fall back where 256 does not divide a row as llama.cpp does. --tensor-type gives the
+llama-quantize gives it, quantized as llama.cpp's reference quantizers do (block_formats.py, in C by
+export/quantize.c once `make` has built it); llama.cpp's spellings (Q8_0, Q4_K_M) are taken too. A k
+type falls back per matrix where 256 does not divide its rows, as llama.cpp's does (q4_k -> q5_0,
+q5_k -> q5_1, q6_k -> q8_0, then f16 where 32 does not divide them either); a type of 32 values on
+such rows is refused. The summary names the types written, as run --info does. --tensor-type gives the
 matrices whose entry name matches PATTERN (fnmatch: h.0.attn.c_attn.weight, h.*.mlp.*,
 lm_head.weight, wte) another, the first matching pattern winning: a file of mixed types, as GGUF
 files are. Norms, biases and position tables stay float32.
@@ -43,6 +47,13 @@ files are. Norms, biases and position tables stay float32.
 OUT.bin is written to an unnamed file in its target's folder (a symlink is followed and stays a
 link) and linked into place only when complete, so a failed or killed export leaves neither a
 partial OUT.bin nor a temporary file behind; a device or pipe is written as it is; - is stdout.
+OUT.bin may not be an input: the SOURCE file (by name, symlink or hard link), a file in the SOURCE
+folder, the tokenizer or a file read beside them is refused before anything is read.
+On a terminal a progress line says which tensor is being converted and how fast (--quiet: none).
+
+Packages: NumPy for every SOURCE; PyTorch only for PyTorch files (our checkpoints, nanoGPT and
+llama2.c ckpt.pt, pytorch_model.bin); jinja2 only for a chat template. A GGUF file or a
+safetensors folder converts with NumPy alone.
 """
 from __future__ import annotations
 
