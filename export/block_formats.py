@@ -284,7 +284,34 @@ def c_library() -> ctypes.CDLL | None:
     for fmt in NUMPY_QUANTIZERS:
         f = getattr(lib, f"quantize_{fmt}")
         f.argtypes, f.restype = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p], None
+    for fmt in GROUP_FORMATS:
+        f = getattr(lib, f"quantize_{fmt}")
+        f.argtypes, f.restype = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p], None
     return lib
+
+
+# our 32-value formats (weight_file.py's q8_0 and q4_0, and q8_0 with ggml's numbers): each C
+# function writes a group's numbers and its float32 scale -> (numbers' dtype, numbers' bytes a group)
+GROUP_FORMATS = {"q8_0": (np.int8, 32), "q8_0_ggml": (np.int8, 32), "q4_0": (np.uint8, 16)}
+
+
+def quantize_groups(groups: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """(numbers, scales) of groups (n, 32) float32 in one of GROUP_FORMATS by export/quantize.c,
+    split between the CPUs; None when the library is not built (the caller's NumPy then runs)."""
+    lib = c_library()
+    if lib is None:
+        return None
+    groups = np.ascontiguousarray(groups, F32)
+    dtype, width = GROUP_FORMATS[fmt]
+    numbers, scales = np.empty((len(groups), width), dtype), np.empty(len(groups), F32)
+    f = getattr(lib, f"quantize_{fmt}")
+    step = max(1024, -(-len(groups) // (4 * threads())))
+
+    def part(at: int) -> None:
+        f(groups[at:].ctypes.data, min(step, len(groups) - at), numbers[at:].ctypes.data, scales[at:].ctypes.data)
+    with ThreadPoolExecutor(threads()) as pool:
+        list(pool.map(part, range(0, len(groups), step)))
+    return numbers, scales
 
 
 def threads() -> int:

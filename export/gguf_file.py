@@ -104,6 +104,19 @@ class GGUFFile:
     def tensor_bytes(self, info: TensorInfo) -> memoryview:
         return memoryview(self.data)[info.offset:info.offset + info.size]
 
+    def release(self, array: np.ndarray) -> None:
+        """The mapped pages wholly under a view of the file given back (read from the file again if
+        touched): a tensor converted no longer counts in the process's memory."""
+        if not isinstance(self.data, mmap.mmap) or not hasattr(self.data, "madvise") or array.size == 0:
+            return
+        base = np.frombuffer(self.data, np.uint8).ctypes.data
+        start = array.__array_interface__["data"][0] - base
+        if not 0 <= start < len(self.data) or not array.flags.c_contiguous:
+            return  # not a view of this file
+        first, end = -(-start // mmap.PAGESIZE) * mmap.PAGESIZE, (start + array.nbytes) // mmap.PAGESIZE * mmap.PAGESIZE
+        if end > first:
+            self.data.madvise(mmap.MADV_DONTNEED, first, end - first)
+
 
 class Reader:
     """Little-endian values at a moving position, every read checked against the end."""

@@ -43,6 +43,7 @@ from __future__ import annotations
 import fnmatch
 import sys
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -58,8 +59,8 @@ from tokenizer_files import gpt2_byte_decoder  # noqa: E402
 from weight_file import (MATRICES, MAX_STOP, MIXES, QKV_PARTS, RANK_NONE, TOK_BYTE_FALLBACK,  # noqa: E402
                          TOK_DUMMY_PREFIX, TOK_MERGE_PAIRS, TOK_SENTENCEPIECE, TOK_WHOLE_PIECES, TOKEN_BYTE,
                          TOKEN_CONTROL, TOKEN_NORMAL, TOKEN_SPECIAL, TOKEN_UNKNOWN, WEIGHT_TYPES, BlockMatrix,
-                         QuantizedMatrix, TokenizerData, Written, base_name, build_model, dtype_type, entry_names, same_type,
-                         stack_rows, tensor_data, type_block, write_file)
+                         QuantizedMatrix, TokenizerData, Deferred, Written, base_name, build_model, dtype_type, entry_names, same_type,
+                         stack_rows, stored_size, tensor_data, type_block, write_file)
 
 ARCHITECTURES = ("llama", "qwen2", "gpt2")
 
@@ -309,7 +310,7 @@ class Tensors:
             return QuantizedMatrix("q8_0", *q8_0_blocks(self.g, info))
         if info.type_name == "Q4_0":
             return QuantizedMatrix("q4_0", *q4_0_blocks(self.g, info))
-        return np.array(float_values(self.g, info), np.float32)
+        return float_values(self.g, info)  # F32: a view of the mapped file, read when converted
 
 
 def adjacent_pair_order(rows: int, n_heads: int) -> np.ndarray:
@@ -507,6 +508,18 @@ def sentencepiece_tokens(meta: Metadata, tokens: list[bytes], types: np.ndarray,
                          unk if unk >= 0 and kinds[unk] == TOKEN_UNKNOWN else -1, kinds, [], [])
 
 
+@lru_cache(maxsize=None)
+def byte_level_table() -> dict[int, int]:
+    """str.translate's table from GPT-2's byte-level alphabet to the bytes it stands for (as
+    code points below 256, which encode("latin-1") turns into those bytes); a character below
+    the alphabet's last that is not in it becomes U+FFFF, which that encoding refuses, as it
+    refuses every character past the alphabet."""
+    byte_of = gpt2_byte_decoder()
+    table = {code: 0xFFFF for code in range(max(map(ord, byte_of)) + 1)}
+    table.update({ord(ch): b for ch, b in byte_of.items()})
+    return table
+
+
 def byte_level_tokens(meta: Metadata, tokens: list[bytes], types: np.ndarray, control: set[int]) -> TokenizerData:
     """tokenizer.ggml.model "gpt2": byte-level BPE with its merges, the pre-tokenizer named by
     tokenizer.ggml.pre, as our TOK_MERGE_PAIRS section (tokenizer_files.py's tokenizer_json_vocab
@@ -518,10 +531,10 @@ def byte_level_tokens(meta: Metadata, tokens: list[bytes], types: np.ndarray, co
         raise meta.fail(f"tokenizer.ggml.pre {said}: run.c implements llama.cpp's splits gpt-2, llama-bpe, qwen2, "
                         "smollm and the names it gives the same ones (docs/export.md)")
     kind, ignore_merges, add_bos_default = PRE_TOKENIZERS[pre]
-    byte_of = gpt2_byte_decoder()
+    to_bytes = byte_level_table()
     out, kinds = [], []
     ids: dict[str, int] = {}
-    for i, (token, ttype) in enumerate(zip(tokens, types)):
+    for i, (token, ttype) in enumerate(zip(tokens, types.tolist())):
         try:
             text = token.decode("utf-8")
         except UnicodeDecodeError:
@@ -535,9 +548,12 @@ def byte_level_tokens(meta: Metadata, tokens: list[bytes], types: np.ndarray, co
             out.append(token)
             kinds.append(TOKEN_SPECIAL)
         else:
-            if not text or not all(ch in byte_of for ch in text):
-                raise meta.fail(f"token {i} {text[:40]!r} is not in the byte-level alphabet (not byte-level BPE)")
-            out.append(bytes(byte_of[ch] for ch in text))
+            try:
+                if not text:
+                    raise UnicodeEncodeError("latin-1", text, 0, 0, "empty")
+                out.append(text.translate(to_bytes).encode("latin-1"))
+            except UnicodeEncodeError:
+                raise meta.fail(f"token {i} {text[:40]!r} is not in the byte-level alphabet (not byte-level BPE)") from None
             kinds.append(TOKEN_NORMAL)
             ids[text] = i
     merges = []
@@ -632,6 +648,14 @@ class Imported:
     qkv: dict[int, list]  # each layer's query, key and value projections, until place_qkv()
     specials: dict[str, str] = field(default_factory=dict)  # the special tokens a chat template sees
     qkv_apart: bool = False  # placed as three tensors (model.h)
+    source: GGUFFile | None = None  # the file the tensors are views of
+
+    def release(self, tensor: Matrix | np.ndarray) -> None:
+        """A converted tensor's pages of the mapped GGUF given back."""
+        if self.source is not None:
+            for part in (tensor.raw,) if isinstance(tensor, BlockMatrix) else \
+                    (tensor.quants, tensor.scales) if isinstance(tensor, QuantizedMatrix) else (tensor,):
+                self.source.release(np.asarray(part))
 
     def place(self, apart: bool | None = None) -> "Imported":
         """The query, key and value projections placed: apart (None: where some layer's three
@@ -668,7 +692,7 @@ def read_gguf_model(path: str | Path) -> Imported:
         i = token_id(meta, "tokenizer.ggml." + key, len(tok.tokens))
         if i >= 0 and tok.tokens[i]:
             specials[name] = tok.tokens[i].decode(errors="replace")
-    return Imported(arch, c, tok, tensors, metadata, qkv, specials)
+    return Imported(arch, c, tok, tensors, metadata, qkv, specials, source=g)
 
 
 def choose_type(name: str, tensor: Matrix | np.ndarray, dtype: str | None, tensor_types: dict[str, str],
@@ -733,15 +757,22 @@ def write_imported(m: Imported, out: Path, dtype: str | None = None, tensor_type
     names = entry_names(m.config, m.qkv_apart)
     progress = Progress(len(names), sum(source_bytes(m.tensors[name]) for name in names), quiet)
     table = []
-    for i, name in enumerate(names):
-        wtype = choose_type(name, m.tensors[name], dtype, tensor_types or {}, m.config)
-        table.append((name, wtype, entry_bytes(m.tensors[name], wtype)))
-        progress.step(i, name, source_bytes(m.tensors[name]))
-    progress.finish()
+    for i, name in enumerate(names):  # every type chosen (and refused) before anything is written
+        tensor = m.tensors[name]
+        wtype = choose_type(name, tensor, dtype, tensor_types or {}, m.config)
+
+        def done(i=i, name=name, tensor=tensor) -> None:
+            progress.step(i, name, source_bytes(tensor))
+            m.release(tensor)
+        table.append((name, wtype, Deferred(stored_size(wtype, tensor.shape), lambda t=tensor, w=wtype: entry_bytes(t, w),
+                                            done)))
     keys = {**(metadata or {}), **m.metadata}
     if "chat.template" in keys:  # rendered as transformers would, with the file's special tokens
         keys.update(tokenizer_chat_metadata(keys["chat.template"], m.specials, m.tokenizer))
-    return write_file(out, m.config, m.tokenizer, table, keys, m.qkv_apart)
+    try:
+        return write_file(out, m.config, m.tokenizer, table, keys, m.qkv_apart)
+    finally:
+        progress.finish()
 
 
 def load_gguf(path: str | Path) -> tuple:

@@ -7,14 +7,19 @@ usage: imported by export.py, weight_file.py and gguf_import.py
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
+
+# Seconds an export runs before its progress shows (the environment's EXPORT_PROGRESS_AFTER, for
+# tests that show it on a small model).
+DELAY = float(os.environ.get("EXPORT_PROGRESS_AFTER", "1"))
 
 
 class Progress:
     """Tensors converted so far, out of a known total."""
 
-    def __init__(self, tensors: int, total_bytes: int, quiet: bool = False, delay: float = 1.0):
+    def __init__(self, tensors: int, total_bytes: int, quiet: bool = False, delay: float = DELAY):
         self.tensors, self.total = tensors, max(total_bytes, 1)
         self.shown = not quiet and sys.stderr.isatty()
         self.start, self.delay, self.last, self.done_bytes, self.wrote = time.monotonic(), delay, 0.0, 0, False

@@ -30,6 +30,54 @@ static void put_half(uint8_t *at, float x) {
 }
 static float half_value(float x) { return f32_from_f16(f16_from_f32(x)); }
 
+/* ---- q8_0 and q4_0: our 32-value groups with a float32 scale (kernels/types.h) ------------------
+ * Each writes the groups' numbers to quants and their scales to scales: the file stores all
+ * numbers, then all scales (weight_file.py puts them together). */
+
+/* q8_0: scale = max|x| / 127 (0 for an all-zero group), number = round-to-even(x * (127 /
+ * max|x|)) in -127..127. */
+void quantize_q8_0(const float *x, int64_t n_groups, int8_t *quants, float *scales) {
+    for (int64_t g = 0; g < n_groups; g++, x += 32, quants += 32) {
+        float amax = 0;
+        for (int i = 0; i < 32; i++) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+        float inv = amax > 0 ? 127.0f / amax : 0.0f;
+        scales[g] = amax / 127.0f;
+        for (int i = 0; i < 32; i++) quants[i] = (int8_t)clamp_int(nearest_int(x[i] * inv), -127, 127);
+    }
+}
+
+/* q8_0 with ggml's numbers (quantize_row_q8_0_ref), a mix's fallback: d = max|x| / 127, number =
+ * roundf(x / d) (halves away from zero) from the unrounded d; the scale stored is d rounded to
+ * binary16, as a GGUF holds it. */
+void quantize_q8_0_ggml(const float *x, int64_t n_groups, int8_t *quants, float *scales) {
+    for (int64_t g = 0; g < n_groups; g++, x += 32, quants += 32) {
+        float amax = 0;
+        for (int i = 0; i < 32; i++) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+        float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        scales[g] = half_value(d);
+        for (int i = 0; i < 32; i++) quants[i] = (int8_t)roundf(x[i] * id);
+    }
+}
+
+/* q4_0: m = the value of largest magnitude (the first such), scale = m / -8 (0 for an all-zero
+ * group), number = round-to-even(x / scale) in -8..7, divided in double; byte i holds number
+ * i + 8 in its low 4 bits and number i + 16 + 8 in its high 4 bits. */
+void quantize_q4_0(const float *x, int64_t n_groups, uint8_t *packed, float *scales) {
+    for (int64_t g = 0; g < n_groups; g++, x += 32, packed += 16) {
+        float amax = 0, m = 0;
+        for (int i = 0; i < 32; i++)
+            if (fabsf(x[i]) > amax) amax = fabsf(x[i]), m = x[i];
+        float scale = m / -8.0f + 0.0f; /* + 0: -0 becomes 0 */
+        uint8_t q[32];
+        for (int i = 0; i < 32; i++) {
+            int v = scale != 0.0f ? (int)rint((double)x[i] / (double)scale) : 0;
+            q[i] = (uint8_t)(clamp_int(v, -8, 7) + 8);
+        }
+        for (int i = 0; i < 16; i++) packed[i] = (uint8_t)(q[i] | (q[i + 16] << 4));
+        scales[g] = scale;
+    }
+}
+
 /* ---- q5_0 and q5_1: 32 values, 5-bit numbers ------------------------------------------------ */
 
 /* qh: bit j is number j's fifth bit; qs[j]: number j's low four bits, number j + 16's above. */
@@ -77,106 +125,125 @@ void quantize_q5_1(const float *x, int64_t n_blocks, uint8_t *out) {
     }
 }
 
-/* ---- the k formats' searches ------------------------------------------------------------------ */
+/* ---- the k formats' searches ------------------------------------------------------------------
+ * Each search runs on LANES sub-blocks at once, one per lane of a vector (GCC's vector extensions:
+ * portable C, compiled to the CPU's SIMD), every lane doing the reference's scalar operations in
+ * its order: a lane is exactly one call of the reference's function. Branches become masks. */
 
-/* make_qkx2_quants: numbers L in 0..nmax, a scale and a min (returned as -min >= 0) with x ~
- * scale * L + min, chosen by weighted least squares over the inverse scales (rmin + rdelta * is
- * + nmax) / (max - min), is = 0..nstep, each from the min of the best so far. */
-static float search_scale_min(int n, int nmax, const float *x, const float *w, uint8_t *L, float *neg_min,
-                              float rmin, float rdelta, int nstep) {
-    float min = x[0], max = x[0], sum_w = w[0], sum_x = w[0] * x[0];
+#define LANES 8
+typedef float f8 __attribute__((vector_size(4 * LANES)));
+typedef int32_t i8 __attribute__((vector_size(4 * LANES)));
+
+static f8 f8_set(float x) { return (f8){0} + x; }
+static i8 i8_set(int32_t x) { return (i8){0} + x; }
+static f8 f8_blend(i8 mask, f8 yes, f8 no) { return (f8)((mask & (i8)yes) | (~mask & (i8)no)); }
+static i8 i8_blend(i8 mask, i8 yes, i8 no) { return (mask & yes) | (~mask & no); }
+
+/* ggml's nearest_int, lane by lane: adding 1.5 * 2^23 leaves the integer nearest x (ties to even)
+ * in the low bits, for |x| < 2^22; a lane outside that range is one whose result is discarded. */
+static i8 f8_nearest(f8 x) {
+    f8 shifted = x + f8_set(12582912.0f);
+    return ((i8)shifted & i8_set(0x007FFFFF)) - i8_set(0x00400000);
+}
+static i8 i8_clamp(i8 v, int lo, int hi) {
+    v = i8_blend(v < i8_set(lo), i8_set(lo), v);
+    return i8_blend(v > i8_set(hi), i8_set(hi), v);
+}
+static f8 f8_abs(f8 x) { return (f8)((i8)x & i8_set(0x7FFFFFFF)); }
+static f8 f8_float(i8 v) { return __builtin_convertvector(v, f8); }
+
+/* make_qkx2_quants on LANES sub-blocks of n values: x[i] and w[i] hold value i of every lane's
+ * sub-block (transposed). Numbers L in 0..nmax, a scale and a min (returned as -min >= 0) with
+ * x ~ scale * L + min, chosen by weighted least squares over the inverse scales (rmin + rdelta *
+ * is + nmax) / (max - min), is = 0..nstep, each from the min of the best so far. */
+static f8 search_scale_min(int n, int nmax, const f8 *x, const f8 *w, i8 *L, f8 *neg_min, float rmin, float rdelta,
+                           int nstep) {
+    f8 min = x[0], max = x[0], sum_w = w[0], sum_x = w[0] * x[0];
     for (int i = 1; i < n; i++) {
-        if (x[i] < min) min = x[i];
-        if (x[i] > max) max = x[i];
+        min = f8_blend(x[i] < min, x[i], min);
+        max = f8_blend(x[i] > max, x[i], max);
         sum_w += w[i];
         sum_x += w[i] * x[i];
     }
-    if (min > 0) min = 0;
-    if (max == min) {
-        memset(L, 0, (size_t)n);
-        *neg_min = -min;
-        return 0.0f;
-    }
-    float iscale = nmax / (max - min), scale = 1.0f / iscale, best = 0.0f;
+    min = f8_blend(min > f8_set(0), f8_set(0), min);
+    i8 flat = max == min;
+    f8 iscale = (float)nmax / (max - min), scale = 1.0f / iscale, best = f8_set(0);
     for (int i = 0; i < n; i++) {
-        L[i] = (uint8_t)clamp_int(nearest_int(iscale * (x[i] - min)), 0, nmax);
-        float diff = scale * L[i] + min - x[i];
+        L[i] = i8_clamp(f8_nearest(iscale * (x[i] - min)), 0, nmax);
+        f8 diff = scale * f8_float(L[i]) + min - x[i];
         best += w[i] * (diff * diff);
     }
-    uint8_t aux[32];
+    i8 aux[32];
     for (int is = 0; is <= nstep; is++) {
         iscale = (rmin + rdelta * is + nmax) / (max - min);
-        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+        f8 sum_l = f8_set(0), sum_l2 = f8_set(0), sum_xl = f8_set(0);
         for (int i = 0; i < n; i++) {
-            int l = clamp_int(nearest_int(iscale * (x[i] - min)), 0, nmax);
-            aux[i] = (uint8_t)l;
-            float wl = w[i] * l;
+            aux[i] = i8_clamp(f8_nearest(iscale * (x[i] - min)), 0, nmax);
+            f8 l = f8_float(aux[i]), wl = w[i] * l;
             sum_l += wl;
             sum_l2 += wl * l;
             sum_xl += wl * x[i];
         }
-        float D = sum_w * sum_l2 - sum_l * sum_l;
-        if (D > 0) {
-            float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
-            float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
-            if (this_min > 0) {
-                this_min = 0;
-                this_scale = sum_xl / sum_l2;
-            }
-            float error = 0;
-            for (int i = 0; i < n; i++) {
-                float diff = this_scale * aux[i] + this_min - x[i];
-                error += w[i] * (diff * diff);
-            }
-            if (error < best) {
-                memcpy(L, aux, (size_t)n);
-                best = error;
-                scale = this_scale;
-                min = this_min;
-            }
+        f8 D = sum_w * sum_l2 - sum_l * sum_l;
+        f8 this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+        f8 this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+        i8 positive = this_min > f8_set(0);
+        this_min = f8_blend(positive, f8_set(0), this_min);
+        this_scale = f8_blend(positive, sum_xl / sum_l2, this_scale);
+        f8 error = f8_set(0);
+        for (int i = 0; i < n; i++) {
+            f8 diff = this_scale * f8_float(aux[i]) + this_min - x[i];
+            error += w[i] * (diff * diff);
         }
+        i8 better = (D > f8_set(0)) & (error < best) & ~flat;
+        for (int i = 0; i < n; i++) L[i] = i8_blend(better, aux[i], L[i]);
+        best = f8_blend(better, error, best);
+        scale = f8_blend(better, this_scale, scale);
+        min = f8_blend(better, this_min, min);
     }
+    for (int i = 0; i < n; i++) L[i] = i8_blend(flat, i8_set(0), L[i]);
     *neg_min = -min;
-    return scale;
+    return f8_blend(flat, f8_set(0), scale);
 }
 
-/* make_qx_quants with rmse_type 1 (weights x^2): numbers L in 0..2 nmax - 1 (l + nmax) and a scale
- * with x ~ scale * l, among the inverse scales -(nmax + 0.1 is) / max, is = -9..9, by the
- * largest sumlx^2 / suml2. */
-static float search_symmetric(int n, int nmax, const float *x, uint8_t *L) {
-    float max = 0, amax = 0;
-    for (int i = 0; i < n; i++)
-        if (fabsf(x[i]) > amax) amax = fabsf(x[i]), max = x[i];
-    if (amax < GROUP_MAX_EPS) {
-        memset(L, 0, (size_t)n);
-        return 0.0f;
-    }
-    float iscale = -nmax / max, sumlx = 0, suml2 = 0;
+/* make_qx_quants with rmse_type 1 (weights x^2) on LANES sub-blocks of n values (transposed, as
+ * above): numbers L in 0..2 nmax - 1 (l + nmax) and a scale with x ~ scale * l, among the inverse
+ * scales -(nmax + 0.1 is) / max, is = -9..9, by the largest sumlx^2 / suml2. */
+static f8 search_symmetric(int n, int nmax, const f8 *x, i8 *L) {
+    f8 max = f8_set(0), amax = f8_set(0);
     for (int i = 0; i < n; i++) {
-        int l = clamp_int(nearest_int(iscale * x[i]), -nmax, nmax - 1);
-        L[i] = (uint8_t)(l + nmax);
-        float w = x[i] * x[i];
-        sumlx += w * x[i] * l;
-        suml2 += w * l * l;
+        i8 larger = f8_abs(x[i]) > amax;
+        amax = f8_blend(larger, f8_abs(x[i]), amax);
+        max = f8_blend(larger, x[i], max);
     }
-    float scale = suml2 != 0 ? sumlx / suml2 : 0.0f, best = scale * sumlx;
+    i8 zero = amax < f8_set(GROUP_MAX_EPS);
+    f8 iscale = (float)-nmax / max, sumlx = f8_set(0), suml2 = f8_set(0);
+    for (int i = 0; i < n; i++) {
+        i8 l = i8_clamp(f8_nearest(iscale * x[i]), -nmax, nmax - 1);
+        L[i] = l + nmax;
+        f8 lf = f8_float(l), w = x[i] * x[i];
+        sumlx += w * x[i] * lf;
+        suml2 += w * lf * lf;
+    }
+    f8 scale = f8_blend(suml2 != f8_set(0), sumlx / suml2, f8_set(0)), best = scale * sumlx;
     for (int is = -9; is <= 9; is++) {
         if (is == 0) continue;
         iscale = -(nmax + 0.1f * is) / max;
-        sumlx = suml2 = 0;
+        i8 ls[32];
+        f8 s_lx = f8_set(0), s_l2 = f8_set(0);
         for (int i = 0; i < n; i++) {
-            int l = clamp_int(nearest_int(iscale * x[i]), -nmax, nmax - 1);
-            float w = x[i] * x[i];
-            sumlx += w * x[i] * l;
-            suml2 += w * l * l;
+            ls[i] = i8_clamp(f8_nearest(iscale * x[i]), -nmax, nmax - 1);
+            f8 lf = f8_float(ls[i]), w = x[i] * x[i];
+            s_lx += w * x[i] * lf;
+            s_l2 += w * lf * lf;
         }
-        if (suml2 > 0 && sumlx * sumlx > best * suml2) {
-            for (int i = 0; i < n; i++) L[i] = (uint8_t)(nmax + clamp_int(nearest_int(iscale * x[i]), -nmax, nmax - 1));
-            scale = sumlx / suml2;
-            best = scale * sumlx;
-        }
+        i8 better = (s_l2 > f8_set(0)) & (s_lx * s_lx > best * s_l2);
+        for (int i = 0; i < n; i++) L[i] = i8_blend(better, ls[i] + nmax, L[i]);
+        scale = f8_blend(better, s_lx / s_l2, scale);
+        best = f8_blend(better, scale * s_lx, best);
     }
-    return scale;
+    for (int i = 0; i < n; i++) L[i] = i8_blend(zero, i8_set(0), L[i]);
+    return f8_blend(zero, f8_set(0), scale);
 }
 
 /* ---- q4_k and q5_k: 256 values, 8 sub-blocks of 32 with 6-bit scales and mins ------------------ */
@@ -191,22 +258,29 @@ static void put_k_scales(uint8_t *s, const uint8_t *sc, const uint8_t *m) {
 }
 
 /* quantize_row_q4_K_ref (bits 4) and quantize_row_q5_K_ref (bits 5): each sub-block's scale and
- * min by search_scale_min (weights sqrt(mean x^2) + |x|), both set to 6 bits against the
- * block's largest (d, dmin = largest / 63 as binary16), then every value quantized again with
- * the stored scale and min. */
+ * min by search_scale_min (weights sqrt(mean x^2) + |x|; the 8 sub-blocks of a block are the 8
+ * lanes), both set to 6 bits against the block's largest (d, dmin = largest / 63 as binary16),
+ * then every value quantized again with the stored scale and min. */
 static void quantize_k(const float *x, int64_t n_blocks, uint8_t *out, int bits) {
     int nmax = (1 << bits) - 1, block_bytes = bits == 4 ? 144 : 176;
     for (int64_t b = 0; b < n_blocks; b++, x += SUPER_BLOCK, out += block_bytes) {
-        uint8_t L[SUPER_BLOCK], ls[8], lm[8];
-        float scales[8], mins[8], weights[32], max_scale = 0, max_min = 0;
+        f8 xt[32], wt[32], scale_v, min_v; /* value i of sub-block j: lane j of xt[i] */
+        i8 Lt[32];
+        float av[8];
         for (int j = 0; j < 8; j++) {
             const float *sub = x + 32 * j;
-            float av = 0;
-            for (int i = 0; i < 32; i++) av += sub[i] * sub[i];
-            av = sqrtf(av / 32);
-            for (int i = 0; i < 32; i++) weights[i] = av + fabsf(sub[i]);
-            scales[j] = search_scale_min(32, nmax, sub, weights, L + 32 * j, &mins[j], bits == 4 ? -1.0f : -0.5f, 0.1f,
-                                         bits == 4 ? 20 : 15);
+            float sum = 0;
+            for (int i = 0; i < 32; i++) sum += sub[i] * sub[i];
+            av[j] = sqrtf(sum / 32);
+        }
+        for (int i = 0; i < 32; i++)
+            for (int j = 0; j < 8; j++) xt[i][j] = x[32 * j + i], wt[i][j] = av[j] + fabsf(x[32 * j + i]);
+        scale_v = search_scale_min(32, nmax, xt, wt, Lt, &min_v, bits == 4 ? -1.0f : -0.5f, 0.1f, bits == 4 ? 20 : 15);
+        uint8_t L[SUPER_BLOCK], ls[8], lm[8];
+        float scales[8], mins[8], max_scale = 0, max_min = 0;
+        for (int j = 0; j < 8; j++) {
+            scales[j] = scale_v[j], mins[j] = min_v[j];
+            for (int i = 0; i < 32; i++) L[32 * j + i] = (uint8_t)Lt[i][j];
             if (scales[j] > max_scale) max_scale = scales[j];
             if (mins[j] > max_min) max_min = mins[j];
         }
@@ -247,17 +321,27 @@ void quantize_q5_k(const float *x, int64_t n_blocks, uint8_t *out) { quantize_k(
 
 /* ---- q6_k: 256 values, 16 sub-blocks of 16 with int8 scales ----------------------------------- */
 
-/* quantize_row_q6_K_ref: each sub-block's scale by search_symmetric (nmax 32); the block's scale
- * of largest magnitude sets d = 1 / (-128 / it) (binary16) and each int8 scale min(127,
- * round(-128 / it x scale)); then every value quantized again with them. */
+/* quantize_row_q6_K_ref: each sub-block's scale by search_symmetric (nmax 32; the 16 sub-blocks
+ * as two vectors of 8 lanes); the block's scale of largest magnitude sets d = 1 / (-128 / it)
+ * (binary16) and each int8 scale min(127, round(-128 / it x scale)); then every value quantized
+ * again with them. */
 void quantize_q6_k(const float *x, int64_t n_blocks, uint8_t *out) {
     for (int64_t b = 0; b < n_blocks; b++, x += SUPER_BLOCK, out += 210) {
         uint8_t L[SUPER_BLOCK];
         float scales[16], max_scale = 0, max_abs = 0;
-        for (int j = 0; j < 16; j++) {
-            scales[j] = search_symmetric(16, 32, x + 16 * j, L + 16 * j);
-            if (fabsf(scales[j]) > max_abs) max_abs = fabsf(scales[j]), max_scale = scales[j];
+        for (int g = 0; g < 2; g++) {
+            f8 xt[16]; /* value i of sub-block 8g + j: lane j of xt[i] */
+            i8 Lt[16];
+            for (int i = 0; i < 16; i++)
+                for (int j = 0; j < 8; j++) xt[i][j] = x[16 * (8 * g + j) + i];
+            f8 scale_v = search_symmetric(16, 32, xt, Lt);
+            for (int j = 0; j < 8; j++) {
+                scales[8 * g + j] = scale_v[j];
+                for (int i = 0; i < 16; i++) L[16 * (8 * g + j) + i] = (uint8_t)Lt[i][j];
+            }
         }
+        for (int j = 0; j < 16; j++)
+            if (fabsf(scales[j]) > max_abs) max_abs = fabsf(scales[j]), max_scale = scales[j];
         memset(out, 0, 210);
         if (max_abs < GROUP_MAX_EPS) continue; /* all zero, d included */
         float iscale = -128.0f / max_scale;

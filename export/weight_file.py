@@ -12,6 +12,7 @@ import struct
 import sys
 import zlib
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -250,18 +251,27 @@ def file_tensors(model: "Weights | GPT") -> list[tuple[str, np.ndarray]]:
 
 # ---- the weight formats ----------------------------------------------------------------------
 
-def q8_0_bytes(quants: np.ndarray, scales: np.ndarray) -> bytes:
+def numbers_then_scales(numbers: np.ndarray, scales: np.ndarray) -> bytearray:
+    """All the numbers' bytes, zero padding to a multiple of 4 bytes, then all scales as float32,
+    copied once into the result."""
+    numbers, scales = np.ascontiguousarray(numbers), np.ascontiguousarray(scales, dtype="<f4")
+    n = numbers.nbytes
+    out = bytearray(n + (-n % 4) + scales.nbytes)
+    out[:n] = numbers.reshape(-1).view(np.uint8).data
+    out[n + (-n % 4):] = scales.reshape(-1).view(np.uint8).data
+    return out
+
+
+def q8_0_bytes(quants: np.ndarray, scales: np.ndarray) -> bytearray:
     """q8_0's layout (kernels/types.h): all int8 quants, zero padding to a multiple of 4 bytes,
     then all scales as float32."""
-    q = np.ascontiguousarray(quants, dtype=np.int8).tobytes()
-    return q + b"\0" * (-len(q) % 4) + np.ascontiguousarray(scales, dtype="<f4").tobytes()
+    return numbers_then_scales(np.asarray(quants, dtype=np.int8), scales)
 
 
-def q4_0_bytes(packed: np.ndarray, scales: np.ndarray) -> bytes:
+def q4_0_bytes(packed: np.ndarray, scales: np.ndarray) -> bytearray:
     """q4_0's layout: the quant bytes (16 a group: byte i holds quant i + 8 in its low 4 bits and
     quant i + 16 + 8 in its high 4 bits), zero padding to a multiple of 4 bytes, then the scales."""
-    q = np.ascontiguousarray(packed, dtype=np.uint8).tobytes()
-    return q + b"\0" * (-len(q) % 4) + np.ascontiguousarray(scales, dtype="<f4").tobytes()
+    return numbers_then_scales(np.asarray(packed, dtype=np.uint8), scales)
 
 
 def quantize_q8(arr: np.ndarray) -> bytes:
@@ -269,6 +279,9 @@ def quantize_q8(arr: np.ndarray) -> bytes:
     all-zero group, whose quants are 0) and quant = round(w / scale) in [-127, 127]. Stored as
     all quants, zero padding to a multiple of 4 bytes, then all scales as float32."""
     groups = np.ascontiguousarray(arr, dtype=np.float32).reshape(-1, QUANT_GROUP)
+    fast = block_formats.quantize_groups(groups, "q8_0")
+    if fast is not None:
+        return q8_0_bytes(*fast)
     amax = np.abs(groups).max(axis=1)
     scale = (amax / 127.0).astype(np.float32)
     inv = np.divide(127.0, amax, out=np.zeros_like(amax), where=amax > 0)
@@ -283,6 +296,9 @@ def quantize_q4(arr: np.ndarray) -> bytes:
     group's 16 holds quant i + 8 in its low 4 bits and quant i + 16 + 8 in its high 4 bits.
     Stored as all quant bytes, zero padding to a multiple of 4 bytes, then all scales."""
     groups = np.ascontiguousarray(arr, dtype=np.float32).reshape(-1, QUANT_GROUP)
+    fast = block_formats.quantize_groups(groups, "q4_0")
+    if fast is not None:
+        return q4_0_bytes(*fast)
     m = groups[np.arange(len(groups)), np.abs(groups).argmax(axis=1)]
     scale = (m / np.float32(-8)).astype(np.float32) + np.float32(0)  # + 0: -0.0 becomes 0.0
     safe = np.where(scale != 0, scale, np.float32(1)).astype(np.float64)
@@ -301,10 +317,17 @@ def quantize_q8_like_ggml(arr: np.ndarray) -> bytes:
     quant = roundf(w / d) (halves away from zero) from the unrounded d; in our layout, d as a
     float32 scale: the values a GGUF Q8_0 tensor holds, for the mixes that follow llama.cpp."""
     groups = np.ascontiguousarray(arr, dtype=np.float32).reshape(-1, QUANT_GROUP)
+    fast = block_formats.quantize_groups(groups, "q8_0_ggml")
+    if fast is not None:
+        return q8_0_bytes(*fast)
     d = (np.abs(groups).max(axis=1) / np.float32(127)).astype(np.float32)
     inv = np.divide(np.float32(1), d, out=np.zeros_like(d), where=d != 0).astype(np.float32)
     scaled = (groups * inv[:, None]).astype(np.float32)
-    quants = (np.sign(scaled) * np.floor(np.abs(scaled) + np.float32(0.5))).astype(np.int8)
+    # roundf: the fraction compared with one half exactly (|s| + 0.5 would round to 1 for the float
+    # just below one half)
+    magnitude = np.abs(scaled)
+    whole = np.floor(magnitude)
+    quants = (np.sign(scaled) * (whole + (magnitude - whole >= np.float32(0.5)))).astype(np.int8)
     q = quants.tobytes()
     return q + b"\0" * (-len(q) % 4) + block_formats.f16_round(d).astype("<f4").tobytes()
 
@@ -320,6 +343,40 @@ def tensor_data(arr: np.ndarray, dtype: str) -> bytes:
     if dtype in block_formats.FORMATS:
         return block_formats.quantize(arr, dtype)
     return np.ascontiguousarray(arr, dtype="<f4").tobytes()
+
+
+def stored_size(wtype: str, shape: tuple[int, ...]) -> int:
+    """The bytes a tensor of `shape` takes in the file as weight type wtype (kernels/types.h's
+    layouts; q8_0_ggml is q8_0's)."""
+    n = int(np.prod(shape))
+    if wtype in ("q8_0", "q8_0_ggml"):
+        return n + (-n % 4) + 4 * (n // QUANT_GROUP)
+    if wtype == "q4_0":
+        return n // 2 + (-(n // 2) % 4) + 4 * (n // QUANT_GROUP)
+    if wtype in block_formats.FORMATS:
+        block, size = block_formats.FORMATS[wtype]
+        return n // block * size
+    return 4 * n
+
+
+class Deferred:
+    """A tensor's bytes, computed only when the file is written (so that the quantized tensors are
+    never all in memory at once), of a size known beforehand (stored_size). produce() returns them;
+    done is called after, with their length (the progress line, giving back the source's pages)."""
+
+    def __init__(self, size: int, produce: Callable[[], bytes], done: Callable[[], None] | None = None):
+        self.size, self._produce, self._done = size, produce, done
+
+    def __len__(self) -> int:
+        return self.size
+
+    def produce(self) -> bytes:
+        data = self._produce()
+        if len(data) != self.size:
+            raise ExportError(f"a tensor came out {len(data)} bytes long, not the {self.size} its type takes")
+        if self._done is not None:
+            self._done()
+        return data
 
 
 def type_block(wtype: str) -> int:
@@ -598,23 +655,22 @@ def metadata_section(metadata: dict[str, str | bytes]) -> bytes:
 
 def model_table(c: GPTConfig | None, tensors: list[tuple[str, np.ndarray]], dtype: str = "f32",
                 version: int = VERSION, tensor_types: dict[str, str] | None = None, metadata: dict[str, str] | None = None,
-                qkv_apart: bool = False, quiet: bool = False) -> list[tuple[str, str, bytes]]:
+                qkv_apart: bool = False, progress: Progress | None = None) -> list[tuple[str, str, Deferred]]:
     """The tensor table of model.h's list of tensors: (entry name, weight type, the tensor's bytes
-    in that type) in file order. quiet: no progress line on a terminal (progress.py)."""
+    in that type, computed as the file is written) in file order; progress: told of each."""
     if version < 4 and (tensor_types or metadata or qkv_apart or dtype not in ("f32", "q8_0", "q4_0")):
         raise ExportError(f"format version {version} has one weight type of f32, q8_0 and q4_0, and no metadata")
     entries = file_entries(tensors, version, c if qkv_apart else None)
     types = entry_types(entries, dtype, tensor_types, c.n_layer if c is not None else 0, bool(c and c.tied_head))
-    progress = Progress(len(entries), sum(arr.nbytes for _, _, arr in entries), quiet)
     table = []
     for i, ((name, _, arr), wtype) in enumerate(zip(entries, types)):
-        table.append((name, wtype, tensor_data(arr, wtype)))
-        progress.step(i, name, arr.nbytes)
-    progress.finish()
+        done = None if progress is None else (lambda i=i, name=name, n=arr.nbytes: progress.step(i, name, n))
+        table.append((name, wtype, Deferred(stored_size(wtype, arr.shape), lambda arr=arr, wtype=wtype: tensor_data(arr, wtype),
+                                            done)))
     return table
 
 
-def file_layout(c: GPTConfig | None, tok: TokenizerData, table: list[tuple[str, str, bytes]], dtype: str = "f32",
+def file_layout(c: GPTConfig | None, tok: TokenizerData, table: list[tuple[str, str, "bytes | Deferred"]], dtype: str = "f32",
                 version: int = VERSION, metadata: dict[str, str] | None = None, qkv_apart: bool = False):
     """The pieces (offset, bytes) and size of a file whose tensor table is `table`: (entry name,
     weight type, the tensor's bytes in that type) in file order (q8_0_ggml: q8_0 with ggml's
@@ -701,8 +757,9 @@ def write_atomically(out: Path, pieces: list[tuple[int, bytes]], total: int) -> 
         at = 0
         for offset, data in pieces:
             f.write(bytes(offset - at))
-            f.write(data)
-            at = offset + len(data)
+            size = len(data)
+            f.write(data.produce() if isinstance(data, Deferred) else data)
+            at = offset + size
         f.write(bytes(total - at))
     write_output(out, write)
 
@@ -723,13 +780,18 @@ def write_model(out: Path, model: "Weights | GPT | None", tok: TokenizerData, dt
     if dtype not in WEIGHT_TYPES and dtype not in MIXES:
         raise ExportError(f"unknown weight type {dtype!r}: choose from {', '.join([*WEIGHT_TYPES, *MIXES])}")
     tensors = file_tensors(model) if model is not None else []
-    table = model_table(c, tensors, dtype, version, tensor_types, metadata, qkv_apart, quiet)
+    progress = Progress(len(tensors), sum(arr.nbytes for _, arr in tensors), quiet)
+    table = model_table(c, tensors, dtype, version, tensor_types, metadata, qkv_apart, progress)
+    progress.tensors = len(table)
     pieces, total = file_layout(c, tok, table, dtype, version, metadata, qkv_apart)
-    write_atomically(out, pieces, total)
+    try:
+        write_atomically(out, pieces, total)
+    finally:
+        progress.finish()
     return Written(total, [(name, wtype) for name, wtype, _ in table], qkv_apart)
 
 
-def write_file(out: Path, c: GPTConfig, tok: TokenizerData, table: list[tuple[str, str, bytes]],
+def write_file(out: Path, c: GPTConfig, tok: TokenizerData, table: list[tuple[str, str, "bytes | Deferred"]],
                metadata: dict[str, str] | None = None, qkv_apart: bool = False) -> Written:
     """A version 4 file whose tensors are given already in their types' bytes: table holds (entry
     name, weight type, bytes) in entry_names(c, qkv_apart)'s order (an import that keeps another

@@ -552,3 +552,48 @@ def test_a_type_of_32_on_rows_it_does_not_divide_is_refused_and_the_k_types_reac
 def export_cli_with(source: Path, out: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([PYTHON, str(REPO / "export" / "export.py"), str(source), str(out), *args],
                           capture_output=True, timeout=300)
+
+
+def test_progress_shows_on_a_terminal_only() -> None:
+    """On a terminal (a pty as stderr) the progress line names tensors as they are converted and
+    is erased before the summary; on a pipe, or with --quiet, there is only the summary."""
+    import os
+    import pty
+    d = llama_folder("progress", 128, 256)
+    env = {**os.environ, "EXPORT_PROGRESS_AFTER": "0"}
+    for quiet in ((), ("--quiet",)):
+        leader, follower = pty.openpty()
+        p = subprocess.Popen([PYTHON, str(REPO / "export" / "export.py"), str(d), str(beside(d)), "--dtype", "q4_k_m",
+                              *quiet], stderr=follower, stdout=subprocess.DEVNULL, env=env)
+        os.close(follower)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            shown += chunk
+        assert p.wait(timeout=120) == 0
+        os.close(leader)
+        assert (b"tensor 1 of " in shown and b"MB/s" in shown and b"\r\x1b[K" in shown) == (not quiet), shown
+        assert shown.rstrip().split(b"\n")[-1].split(b"\r\x1b[K")[-1].startswith(b"wrote "), shown
+    piped = subprocess.run([PYTHON, str(REPO / "export" / "export.py"), str(d), str(beside(d)), "--dtype", "q4_k_m"],
+                           capture_output=True, env=env, timeout=120)
+    assert piped.returncode == 0 and piped.stderr.count(b"\n") == 1 and piped.stderr.startswith(b"wrote ")
+
+
+def test_a_folder_that_is_no_model_folder_is_named() -> None:
+    """A SOURCE folder without config.json: a folder of GGUF files says to pass one of them, any
+    other says it is not a Hugging Face folder; one line each, no traceback."""
+    d = folder("no_config")
+    r = export_cli(d, TMP / "no_config.bin")
+    err = r.stderr.decode()
+    assert r.returncode == 1 and err.count("\n") == 1 and "has no config.json: not a Hugging Face model folder" in err
+    (d / "a-Q4_K_M.gguf").write_bytes(b"GGUF")
+    (d / "a-Q8_0.gguf").write_bytes(b"GGUF")
+    r = export_cli(d, TMP / "no_config.bin")
+    err = r.stderr.decode()
+    assert r.returncode == 1 and err.count("\n") == 1, err
+    assert "is a folder of 2 GGUF files, not a Hugging Face folder: pass one of them, e.g." in err and "a-Q4_K_M.gguf" in err

@@ -1,5 +1,6 @@
 """The exporter's quantizers in C (export/quantize.c, export/build/libquantize.so) against their
-NumPy definitions (export/block_formats.py), byte for byte, on rows made to reach every branch:
+NumPy definitions (export/block_formats.py, weight_file.py's q8_0 and q4_0), byte for byte, on
+rows made to reach every branch:
 random rows of many scales, all-zero blocks, blocks below ggml's GROUP_MAX_EPS, all-positive and
 all-negative blocks (the k formats' min clamped to zero), a lone spike, equal values (a flat
 sub-block), ties for the largest magnitude, huge and tiny magnitudes. test_gguf_blocks.py checks
@@ -13,8 +14,9 @@ import pytest
 
 import common  # noqa: F401 (puts export/ on the path)
 import block_formats  # noqa: E402
+from weight_file import tensor_data  # noqa: E402
 
-FORMATS = ("q5_0", "q5_1", "q4_k", "q5_k", "q6_k")
+FORMATS = ("q5_0", "q5_1", "q4_k", "q5_k", "q6_k", "q8_0", "q4_0", "q8_0_ggml")
 
 
 def hard_rows() -> np.ndarray:
@@ -33,6 +35,9 @@ def hard_rows() -> np.ndarray:
     ties[8::16] = -3.0                                               # equal magnitudes, opposite signs
     rows.append(ties)
     rows.append(rng.standard_normal(1024) * np.repeat(10.0 ** rng.uniform(-6, 3, 64), 16))
+    half = np.zeros(1024)  # a group whose scale is 1, holding the float just below one half: roundf
+    half[0], half[1], half[2] = 127.0, np.nextafter(np.float32(0.5), np.float32(0)), -2.5  # gives 0 and -3
+    rows.append(half)
     return np.array(rows, np.float32)
 
 
@@ -41,16 +46,21 @@ def test_c_quantizers_write_the_numpy_definitions_bytes(fmt: str) -> None:
     assert block_formats.LIBRARY.exists(), f"{block_formats.LIBRARY} is missing: run make"
     rows = hard_rows()
     assert block_formats.c_library() is not None
-    c = block_formats.quantize(rows, fmt)
+    c = tensor_data(rows, fmt)
     os.environ["GPTC_NUMPY_QUANTIZERS"] = "1"
     block_formats.c_library.cache_clear()
     try:
-        reference = block_formats.quantize(rows, fmt)
+        reference = tensor_data(rows, fmt)
     finally:
         del os.environ["GPTC_NUMPY_QUANTIZERS"]
         block_formats.c_library.cache_clear()
     assert block_formats.c_library() is not None
     if c != reference:
-        size = block_formats.FORMATS[fmt][1]
-        first = next(i for i in range(0, len(c), size) if c[i:i + size] != reference[i:i + size]) // size
-        pytest.fail(f"{fmt}: block {first} differs (row {first * block_formats.FORMATS[fmt][0] // 1024})")
+        first = next(i for i in range(len(c)) if c[i] != reference[i])
+        pytest.fail(f"{fmt}: byte {first} of {len(c)} differs")
+
+
+def test_q8_0_with_ggml_numbers_rounds_halves_as_roundf() -> None:
+    """ggml's q8_0 rounds with roundf: the float just below one half is 0, -2.5 is -3 (by hand)."""
+    out = tensor_data(hard_rows()[-1], "q8_0_ggml")
+    assert list(np.frombuffer(out[:3], np.int8)) == [127, 0, -3]
