@@ -295,15 +295,14 @@ def c_library() -> ctypes.CDLL | None:
 GROUP_FORMATS = {"q8_0": (np.int8, 32), "q8_0_ggml": (np.int8, 32), "q4_0": (np.uint8, 16)}
 
 
-def quantize_groups(groups: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarray] | None:
-    """(numbers, scales) of groups (n, 32) float32 in one of GROUP_FORMATS by export/quantize.c,
-    split between the CPUs; None when the library is not built (the caller's NumPy then runs)."""
+def quantize_groups(groups: np.ndarray, fmt: str, numbers: np.ndarray, scales: np.ndarray) -> bool:
+    """Groups (n, 32) float32 in one of GROUP_FORMATS by export/quantize.c, their numbers into
+    numbers (n, the format's width) and scales into scales (n), split between the CPUs; False
+    (nothing written) when the library is not built: the caller's NumPy then runs."""
     lib = c_library()
     if lib is None:
-        return None
+        return False
     groups = np.ascontiguousarray(groups, F32)
-    dtype, width = GROUP_FORMATS[fmt]
-    numbers, scales = np.empty((len(groups), width), dtype), np.empty(len(groups), F32)
     f = getattr(lib, f"quantize_{fmt}")
     step = max(1024, -(-len(groups) // (4 * threads())))
 
@@ -311,7 +310,7 @@ def quantize_groups(groups: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarra
         f(groups[at:].ctypes.data, min(step, len(groups) - at), numbers[at:].ctypes.data, scales[at:].ctypes.data)
     with ThreadPoolExecutor(threads()) as pool:
         list(pool.map(part, range(0, len(groups), step)))
-    return numbers, scales
+    return True
 
 
 def threads() -> int:

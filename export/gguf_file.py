@@ -118,6 +118,9 @@ class GGUFFile:
             self.data.madvise(mmap.MADV_DONTNEED, first, end - first)
 
 
+LENGTH = struct.Struct("<Q")  # a string's length
+
+
 class Reader:
     """Little-endian values at a moving position, every read checked against the end."""
 
@@ -142,6 +145,25 @@ class Reader:
         if n > self.end - self.at:
             raise self.fail(f"{what} at byte {self.at} claims {n} bytes, past the file's end at byte {self.end}")
         return self.take(n, what)
+
+    def strings(self, n: int, key: str) -> list[bytes]:
+        """n strings of an array (each a uint64 length and its bytes), as string() reads them,
+        in one loop: a vocabulary holds hundreds of thousands."""
+        data, at, end, length = self.data, self.at, self.end, LENGTH.unpack_from
+        out = []
+        for i in range(n):
+            if end - at < 8:
+                raise self.fail(f"the length of string {i} of key '{key}' at byte {at} needs 8 bytes, but the file "
+                                f"ends at byte {end}")
+            (k,) = length(data, at)
+            at += 8
+            if k > end - at:
+                raise self.fail(f"string {i} of key '{key}' at byte {at} claims {k} bytes, past the file's end at "
+                                f"byte {end}")
+            out.append(bytes(data[at:at + k]))
+            at += k
+        self.at = at
+        return out
 
     def count(self, what: str, smallest: int) -> int:
         """A uint64 count of items each at least `smallest` bytes long, bounded by the bytes left."""
@@ -170,7 +192,7 @@ def read_value(r: Reader, vtype: int, key: str, in_array: bool = False) -> objec
         size = struct.calcsize(ecode) if ecode else 8  # a string is at least its length
         n = r.count(f"the element count of key '{key}'", size)
         if ecode is None:
-            return etype, [r.string(f"string {i} of key '{key}'") for i in range(n)]
+            return etype, r.strings(n, key)
         raw = r.take(n * size, f"the {n} {ename} elements of key '{key}'")
         values = np.frombuffer(raw, dtype=np.dtype(ecode))
         if etype == BOOL and np.any(values > 1):

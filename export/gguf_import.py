@@ -586,15 +586,19 @@ def recognised_by_text(meta: Metadata, tokens: list[bytes]) -> tuple[set[int], l
     """(the ids llama.cpp makes control tokens by their text, the ids among them and the keyed
     fill-in-the-middle ones it ends a generation at)."""
     n = len(tokens)
-    control, end = set(), []
+    wanted = set(END_OF_GENERATION).union(*FIM_END.values(), *FIM_OTHERS.values())
+    ids_of: dict[bytes, list[int]] = {}  # each text looked for -> the ids that spell it, in order
     for i, t in enumerate(tokens):
-        if t in END_OF_GENERATION:
-            control.add(i)
-            end.append(i)
+        if t in wanted:
+            ids_of.setdefault(t, []).append(i)
+    control, end = set(), []
+    for i in sorted(i for t in END_OF_GENERATION for i in ids_of.get(t, [])):
+        control.add(i)
+        end.append(i)
     for groups, ends in ((FIM_END, True), (FIM_OTHERS, False)):
         for key, texts in groups.items():
             keyed = token_id(meta, key, n)
-            found = [keyed] if keyed >= 0 else [i for i, t in enumerate(tokens) if t in texts]
+            found = [keyed] if keyed >= 0 else sorted(i for t in texts for i in ids_of.get(t, []))
             if keyed < 0:
                 control.update(found)
             if ends:

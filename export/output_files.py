@@ -113,10 +113,9 @@ def write_replacing(target: Path, write: Callable[[BinaryIO], None]) -> None:
         except (OSError, AttributeError):
             tmp_name = folder / f".{target.name}.{os.getpid()}.tmp"
             fd = os.open(tmp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        with os.fdopen(fd, "wb", closefd=False) as f:
+        with os.fdopen(fd, "wb", closefd=False) as f:  # no fsync: the link makes it whole or absent
             write(f)
             f.flush()
-            os.fsync(f.fileno())
         if tmp_name is None:
             # linkat(..., AT_SYMLINK_FOLLOW) through /proc gives the unnamed file a name;
             # passing dst_dir_fd makes Python call linkat rather than link.

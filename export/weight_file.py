@@ -13,6 +13,7 @@ import sys
 import zlib
 from dataclasses import dataclass, field
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -262,6 +263,17 @@ def numbers_then_scales(numbers: np.ndarray, scales: np.ndarray) -> bytearray:
     return out
 
 
+def quantized_in_c(groups: np.ndarray, fmt: str) -> bytearray | None:
+    """The file's bytes of groups (n, 32) in q8_0, q4_0 or q8_0_ggml made by export/quantize.c
+    straight into their places (numbers, padding, scales), or None without the library."""
+    width = 16 if fmt == "q4_0" else 32
+    n = len(groups) * width
+    out = bytearray(n + (-n % 4) + 4 * len(groups))
+    numbers = np.frombuffer(out, np.uint8, n).reshape(len(groups), width)
+    scales = np.frombuffer(out, np.float32, len(groups), n + (-n % 4))
+    return out if block_formats.quantize_groups(groups, fmt, numbers, scales) else None
+
+
 def q8_0_bytes(quants: np.ndarray, scales: np.ndarray) -> bytearray:
     """q8_0's layout (kernels/types.h): all int8 quants, zero padding to a multiple of 4 bytes,
     then all scales as float32."""
@@ -279,9 +291,9 @@ def quantize_q8(arr: np.ndarray) -> bytes:
     all-zero group, whose quants are 0) and quant = round(w / scale) in [-127, 127]. Stored as
     all quants, zero padding to a multiple of 4 bytes, then all scales as float32."""
     groups = np.ascontiguousarray(arr, dtype=np.float32).reshape(-1, QUANT_GROUP)
-    fast = block_formats.quantize_groups(groups, "q8_0")
+    fast = quantized_in_c(groups, "q8_0")
     if fast is not None:
-        return q8_0_bytes(*fast)
+        return fast
     amax = np.abs(groups).max(axis=1)
     scale = (amax / 127.0).astype(np.float32)
     inv = np.divide(127.0, amax, out=np.zeros_like(amax), where=amax > 0)
@@ -296,9 +308,9 @@ def quantize_q4(arr: np.ndarray) -> bytes:
     group's 16 holds quant i + 8 in its low 4 bits and quant i + 16 + 8 in its high 4 bits.
     Stored as all quant bytes, zero padding to a multiple of 4 bytes, then all scales."""
     groups = np.ascontiguousarray(arr, dtype=np.float32).reshape(-1, QUANT_GROUP)
-    fast = block_formats.quantize_groups(groups, "q4_0")
+    fast = quantized_in_c(groups, "q4_0")
     if fast is not None:
-        return q4_0_bytes(*fast)
+        return fast
     m = groups[np.arange(len(groups)), np.abs(groups).argmax(axis=1)]
     scale = (m / np.float32(-8)).astype(np.float32) + np.float32(0)  # + 0: -0.0 becomes 0.0
     safe = np.where(scale != 0, scale, np.float32(1)).astype(np.float64)
@@ -317,9 +329,9 @@ def quantize_q8_like_ggml(arr: np.ndarray) -> bytes:
     quant = roundf(w / d) (halves away from zero) from the unrounded d; in our layout, d as a
     float32 scale: the values a GGUF Q8_0 tensor holds, for the mixes that follow llama.cpp."""
     groups = np.ascontiguousarray(arr, dtype=np.float32).reshape(-1, QUANT_GROUP)
-    fast = block_formats.quantize_groups(groups, "q8_0_ggml")
+    fast = quantized_in_c(groups, "q8_0_ggml")
     if fast is not None:
-        return q8_0_bytes(*fast)
+        return fast
     d = (np.abs(groups).max(axis=1) / np.float32(127)).astype(np.float32)
     inv = np.divide(np.float32(1), d, out=np.zeros_like(d), where=d != 0).astype(np.float32)
     scaled = (groups * inv[:, None]).astype(np.float32)
@@ -754,13 +766,20 @@ def write_atomically(out: Path, pieces: list[tuple[int, bytes]], total: int) -> 
     all, written by output_files.write_output: whole or not at all, symlinks followed, devices
     and pipes written directly."""
     def write(f) -> None:
-        at = 0
-        for offset, data in pieces:
-            f.write(bytes(offset - at))
-            size = len(data)
-            f.write(data.produce() if isinstance(data, Deferred) else data)
-            at = offset + size
-        f.write(bytes(total - at))
+        # the next deferred tensor is made while this one is written: the CPUs quantize while the
+        # kernel copies bytes, rather than each waiting for the other
+        with ThreadPoolExecutor(1) as ahead:
+            made = [ahead.submit(data.produce) if isinstance(data, Deferred) else None for _, data in pieces[:1]]
+            at = 0
+            for k, (offset, data) in enumerate(pieces):
+                if k + 1 < len(pieces):
+                    following = pieces[k + 1][1]
+                    made.append(ahead.submit(following.produce) if isinstance(following, Deferred) else None)
+                f.write(bytes(offset - at))
+                f.write(made[k].result() if made[k] is not None else data)
+                made[k] = None
+                at = offset + len(data)
+            f.write(bytes(total - at))
     write_output(out, write)
 
 
