@@ -1,15 +1,16 @@
 /* run.c: a GPT-style decoder in pure C (libc + OpenMP): GPT-2's block and the Llama family's
- * through one forward pass.
- *
- * Read top to bottom: the run-time state, the forward pass, the tool modes (logits, attention
- * picture, perplexity, tokens, info) and main(). The forward pass mirrors export/model.py's GPT
- * line for line, so the two can be compared number for number (tests/). Beside it, each in its
- * own file, every arrow pointing down:
- *   generate.h      sequences stepped through the model, and generation on them
+ * through one forward pass. This file is the program's story: the command line asks for a mode,
+ * and each mode drives the engine. Read top to bottom: the tool modes (logits, attention
+ * picture, perplexity, tokens) and main(). Beside it, each in its own file, every arrow
+ * pointing down:
+ *   cli.h           the command line
  *   chat.h          --chat: conversations rendered by the model's own template (json.h: messages)
+ *   generate.h      generation: samples decoded together, the window past the context
+ *   engine.h        the model: the weight file loaded, the run-time state, forward(); it mirrors
+ *                   export/model.py's GPT line for line, so the two compare number for number
+ *   sequence.h      sequences of tokens stepped through the model
  *   load.h          the weight file (format in model.h): mapped, checked, pointed into
  *   kv_cache.h      the key/value cache: its layout, and attention over it
- *   cli.h           the command line
  *   sampler.h       the next token from the logits
  *   output.h        what run writes: the stream, samples in order, files
  *   threads.h       the team of threads, and its size on a shared machine
@@ -33,354 +34,16 @@
 #include "attention_page.h"
 #include "chat.h"
 #include "cli.h"
+#include "engine.h"
 #include "generate.h"
 #include "info.h"
-#include "kernels/matmul.h"
-#include "kernels/ops.h"
-#include "kv_cache.h"
-#include "load.h"
-#include "model.h"
 #include "output.h"
-#include "sampler.h"
-#include "threads.h"
+#include "sequence.h"
 #include "tokenizer.h"
 
 /* ---------------------------------------------------------------------------------------
- * The run-time state: every activation buffer and the key/value cache, each allocated once. */
-
-/* Prompts go through forward() in blocks of up to PREFILL_BLOCK tokens: enough to keep the
- * matrix kernels arithmetic-bound, small enough that the buffers stay modest. */
-#define PREFILL_BLOCK 128
-
-/* Positions a run holds in its key/value cache unless -c/--ctx says otherwise: the model's
- * context, but at most this many. The cache of Llama 3.2 1B's 131072 positions would be 4.3 GB
- * of binary16 (16 layers x 8 key/value heads x 64 x 131072 x 2 x 2 bytes), allocated and
- * touched before the first pass, for positions few prompts reach (generation holds only the
- * positions its tokens take, but --perplexity's windows are the whole context). */
-#define DEFAULT_CONTEXT 4096
-
-typedef struct {
-    int block;       /* most tokens of a prompt one forward() call takes: min(n_ctx, PREFILL_BLOCK) */
-    int rows;        /* most tokens a forward() call takes: max(block, n_seq), n_seq = the
-                        sequences with a key/value cache (--samples decoded together) */
-    float *x;        /* (rows, n_embd) the residual stream */
-    float *xb;       /* (rows, n_embd) LayerNorm output, then the heads' concatenated outputs */
-    float *xb2;      /* (rows, n_embd) output of a projection, added to the residual */
-    float *qkv;      /* (rows, qkv_dim) query, key and value of each position */
-    float *hb;       /* (rows, n_hidden) feed-forward hidden activations */
-    float *hb2;      /* (rows, n_hidden) SwiGLU's gate */
-    float *logits;   /* (rows, vocab_size) scores of the next token */
-    KVCache kv;      /* (n_seq, ...) keys and values of every position so far (kv_cache.h), built
-                        by reserve_kv_cache() */
-    CacheType cache_type; /* its numbers (--cache) */
-    int n_seq;
-    double buffer_bytes; /* per sequence, every buffer above but the cache (the memory check) */
-    AttentionScratch att; /* attention's scratch, and the weights kept for --attention */
-    MatmulScratch mm; /* matmul()'s buffers, sized for rows tokens */
-} RunState;
-
-typedef struct {
-    Config config;              /* n_ctx: this run's context (at most the file's, see file_n_ctx) */
-    int file_n_ctx;             /* the context the file's header gives */
-    TransformerWeights weights; /* pointers into the mapped file */
-    Tokenizer tokenizer;
-    RunState state;
-    ModelFile file;
-    void *weights_copy; /* owned: weight matrices rearranged for the kernels (prepare_weights), or NULL */
-    double load_seconds; /* mapping, checking and preparing the file */
-} Transformer;
-
-/* The memory this machine has, in bytes (0 if unknown). */
-static double physical_memory(void) {
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    return pages > 0 && page > 0 ? (double)pages * (double)page : 0.0;
-}
-
-/* --samples N whose caches and buffers (per_seq bytes each) would not fit beside the weights
- * in this machine's memory are refused, before anything is allocated for them. */
-static void check_samples_fit(int n_seq, double per_seq, size_t file_size) {
-    double memory = physical_memory();
-    if (n_seq > 1 && memory > 0 && (double)file_size + n_seq * per_seq > memory)
-        die("--samples %d needs %.3g GB for the samples' key/value caches and buffers, more than this "
-            "machine's %.3g GB of memory", n_seq, n_seq * per_seq / 1e9, memory / 1e9);
-}
-
-/* Buffers for forward() for n_seq sequences; their key/value caches come later
- * (reserve_kv_cache), once a run knows how many positions it needs. */
-static void build_state(RunState *s, const Config *c, int n_seq, CacheType cache_type, size_t file_size,
-                        unsigned product_types) {
-    size_t C = (size_t)c->n_embd, H = (size_t)c->n_hidden, B;
-    s->block = c->n_ctx < PREFILL_BLOCK ? c->n_ctx : PREFILL_BLOCK;
-    s->rows = max_int(s->block, n_seq);
-    s->att.slice = attention_scratch_floats(c->n_ctx, c->head_size);
-    s->cache_type = cache_type;
-    s->n_seq = n_seq;
-    /* per sequence: a row of every buffer, its attention scratch and its sampler */
-    s->buffer_bytes = 4.0 * (3 * C + (size_t)c->qkv_dim + 2 * H + (size_t)c->vocab_size) + C +
-                      4.0 * (double)c->n_head * (double)s->att.slice + (double)sampler_bytes(c->vocab_size);
-    check_samples_fit(n_seq, s->buffer_bytes, file_size);
-    B = (size_t)s->rows;
-    s->x = calloc_or_die(B * C * sizeof(float), "x");
-    s->xb = calloc_or_die(B * C * sizeof(float), "xb");
-    s->xb2 = calloc_or_die(B * C * sizeof(float), "xb2");
-    s->qkv = calloc_or_die(B * (size_t)c->qkv_dim * sizeof(float), "qkv");
-    s->hb = calloc_or_die(B * H * sizeof(float), "hb");
-    s->hb2 = c->ffn == FFN_SWIGLU ? calloc_or_die(B * H * sizeof(float), "hb2") : NULL;
-    s->logits = calloc_or_die(B * (size_t)c->vocab_size * sizeof(float), "logits");
-    s->att.buffer = calloc_or_die(attention_jobs(s->block, n_seq, c->n_head) * s->att.slice * sizeof(float), "attention");
-    if (!matmul_scratch_init(&s->mm, s->rows, C > H ? (int)C : (int)H, product_types) ||
-        (c->qkv_apart && !matmul_scratch_parts(&s->mm, s->rows, c->n_head * c->head_size)))
-        die("out of memory for the matrix products' buffers");
-}
-
-static void free_state(RunState *s) {
-    free(s->x); free(s->xb); free(s->xb2); free(s->qkv); free(s->hb); free(s->hb2); free(s->logits); free(s->att.buffer);
-    matmul_scratch_free(&s->mm);
-    free_kv_cache(&s->kv);
-}
-
-/* The key/value caches of the state's sequences, for positions 0..positions-1 of each (at most
- * the run's context), built once: by generate() for the positions its tokens will take (a short
- * run of a long-context model, or many samples, then holds and touches far less than the whole
- * context), or else by the first forward() pass, for the whole context. */
-static void reserve_kv_cache(Transformer *t, long positions) {
-    const Config *c = &t->config;
-    RunState *s = &t->state;
-    if (s->kv.keys) return;
-    int n = (int)(positions < c->n_ctx ? positions : c->n_ctx);
-    check_samples_fit(s->n_seq, s->buffer_bytes + 2 * kv_cache_bytes(c->n_layer, c->n_kv_head, c->head_size, n, s->cache_type),
-                      t->file.size);
-    build_kv_cache(&s->kv, c->n_layer, c->n_kv_head, c->head_size, n, s->n_seq, s->cache_type);
-}
-
-/* Validate a whole model file held in memory (load.h). Also the entry point of the loader's
- * fuzz target. */
-static void load_model(Transformer *t, const uint8_t *data, size_t size) {
-    load_model_file(&t->file, data, size, &t->config, &t->weights, &t->tokenizer);
-}
-
-/* A matrix's pages of the mapped file given back (read again from the file if touched). */
-static void release_matrix_pages(const Matrix *m) {
-    ByteRange ranges[2];
-    int n = weight_type((uint32_t)m->type)->ranges(m, ranges);
-    for (int k = 0; k < n; k++) release_mapped(ranges[k].at, ranges[k].bytes);
-}
-
-/* What generation needs beyond the file: the sinusoid or rotary tables, the run-time buffers
- * and, for the kernels that want it, the weight matrices rearranged once (kernels/matmul.h's
- * prepare_weights). */
-static void build_run(Transformer *t, int n_seq, CacheType cache) {
-    const Config *c = &t->config;
-    TransformerWeights *w = &t->weights;
-    if (c->pos_kind == POS_SINUSOIDAL) w->wpe = w->sinusoid = sinusoid_table(c->n_ctx, c->n_embd);
-    if (c->pos_kind == POS_ROTARY)
-        rotary_tables(&w->rope_cos, &w->rope_sin, c->n_ctx, c->head_size, c->rope_theta, w->rope_freqs);
-    Matrix **matrices = calloc_or_die(((size_t)MATRICES_PER_LAYER * c->n_layer + 1) * sizeof(Matrix *), "matrix list");
-    int count = product_matrices(c, w, matrices);
-    unsigned types = 0; /* the weight types of the products, each with its buffers */
-    for (int i = 0; i < count; i++) types |= 1u << matrices[i]->type;
-    build_state(&t->state, c, n_seq, cache, t->file.size, types);
-    size_t bytes = prepare_weights(matrices, count, NULL), at = 0;
-    if (bytes) t->weights_copy = malloc_or_die(bytes, "the rearranged copy of the weights"); /* every byte written */
-    /* The weights are never held twice: the file's pages of every matrix the kernels read from a
-     * copy are given back first (the loader's checks read them all), and the matrices are copied
-     * largest first, each one's pages coming back while it is copied and leaving after. So at
-     * most the copies made so far, one matrix's pages and its copy are resident: about the
-     * weights and a small matrix, not the weights and the largest (a tied embedding, which reads
-     * its rows back from the file, a few pages a token). */
-    size_t *sizes = calloc_or_die((size_t)count * sizeof *sizes, "matrix sizes");
-    for (int i = 0; i < count; i++) {
-        sizes[i] = prepare_weights(&matrices[i], 1, NULL);
-        if (sizes[i] && t->file.mapped) release_matrix_pages(matrices[i]);
-    }
-    for (int done = 0; done < count && bytes; done++) {
-        int next = 0; /* the largest matrix not yet copied (a copied one's size is set to 0) */
-        for (int i = 1; i < count; i++) if (sizes[i] > sizes[next]) next = i;
-        if (!sizes[next]) break;
-        at += prepare_weights(&matrices[next], 1, (char *)t->weights_copy + at);
-        if (t->file.mapped) release_matrix_pages(matrices[next]);
-        sizes[next] = 0;
-    }
-    free(sizes);
-    free(matrices);
-}
-
-/* The run's context: ctx positions (-c/--ctx), or 0 for the file's up to DEFAULT_CONTEXT. Every
- * position past it is one the run never uses, so the weights load as they are. */
-static void limit_context(Transformer *t, long ctx) {
-    Config *c = &t->config;
-    t->file_n_ctx = c->n_ctx;
-    if (ctx > c->n_ctx) die("-c/--ctx must be between 1 and the model's context of %d, got %ld", c->n_ctx, ctx);
-    if (ctx == 0 && c->n_ctx > DEFAULT_CONTEXT) {
-        fprintf(stderr, "note: the model's context is %d positions; this run holds %d (-c/--ctx to change)\n",
-                c->n_ctx, DEFAULT_CONTEXT);
-        ctx = DEFAULT_CONTEXT;
-    }
-    if (ctx > 0) c->n_ctx = (int)ctx;
-}
-
-/* The model at path, ready to run n_seq sequences at once (1, or --samples) over a context of
- * ctx positions (0: the default, limit_context()), with a key/value cache of that type. */
-static void build_transformer(Transformer *t, const char *path, int n_seq, long ctx, CacheType cache) {
-    memset(t, 0, sizeof *t);
-    double start = now_seconds();
-    map_model_file(&t->file, path);
-    load_model(t, t->file.data, t->file.size);
-    if (t->config.n_layer > 0) {
-        limit_context(t, ctx);
-        build_run(t, n_seq, cache);
-    }
-    t->load_seconds = now_seconds() - start;
-}
-
-/* Frees whatever was built, also after a load that stopped part-way (fuzzing). */
-static void free_transformer(Transformer *t) {
-    free_state(&t->state);
-    free(t->weights_copy);
-    tokenizer_free(&t->tokenizer);
-    free_model_file(&t->file, &t->weights);
-    memset(t, 0, sizeof *t);
-}
-
-/* ---------------------------------------------------------------------------------------
- * The forward pass for T tokens: consecutive positions of one sequence (T = 1 when generating,
- * up to state.block for a prompt), or the next token of each of T samples (Positions).
- * It fills the key/value cache and returns the logits of the last token, or of every token,
- * (T, vocab_size), when all_logits is set (always with samples). Mirrors GPT.forward in
- * export/model.py: every step below works on all T tokens at once, with the operations of
- * kernels/ and the key/value cache of kv_cache.h. */
-
-/* The token's embedding into x (n_embd), plus its position's encoding unless the positions
- * are rotary (those enter each layer's queries and keys instead) */
-static void embed(const Transformer *t, float *x, uint32_t token, int pos) {
-    int C = t->config.n_embd;
-    weight_type((uint32_t)t->weights.wte.type)->row(&t->weights.wte, (int)token, x); /* dequantized if need be */
-    if (t->config.pos_kind == POS_ROTARY) return;
-    const float *position = t->weights.wpe + (size_t)pos * C;
-    for (int i = 0; i < C; i++) x[i] += position[i];
-}
-
-/* LayerNorm (GPT-2) or RMSNorm (Llama) of T positions, by the file's norm */
-static void norm(const Config *c, float *out, const float *x, const float *weight, const float *bias, int T) {
-    if (c->norm == NORM_RMS) rmsnorm(out, x, weight, T, c->n_embd, c->norm_eps);
-    else layernorm(out, x, weight, bias, T, c->n_embd, c->norm_eps);
-}
-
-/* Rotary positions: each of the T tokens' query heads and key heads (qkv rows, queries then
- * keys) rotated by the token's position (model.h) */
-static void rotate_queries_keys(const Transformer *t, float *qkv, int T, const Positions *at) {
-    const Config *c = &t->config;
-    int half = c->head_size / 2, i;
-    SPLIT_FOR(T > 1, schedule(static), (i = 0; i < T; i++), {
-        float *query = qkv + (size_t)i * c->qkv_dim, *key = query + (size_t)c->n_head * c->head_size;
-        size_t row = (size_t)position_of(at, i) * half;
-        rotary(query, c->n_head, c->head_size, t->weights.rope_cos + row, t->weights.rope_sin + row);
-        rotary(key, c->n_kv_head, c->head_size, t->weights.rope_cos + row, t->weights.rope_sin + row);
-    });
-}
-
-/* nn.Linear on T tokens: out (T, rows) = x (T, cols) @ W^T + bias; separate: the tokens are
- * steps of separate samples (kernels/matmul.h) */
-#ifdef TRACE_PRODUCTS /* tests/trace.c sees the input and output of every product */
-static void trace_product(const Matrix *w, const float *x, const float *out, int T);
-#endif
-
-static void linear(RunState *s, float *out, const float *x, const Matrix *w, const float *bias, int T, int separate) {
-    matmul(out, x, w, bias, T, separate, &s->mm);
-#ifdef TRACE_PRODUCTS
-    ONE_THREAD(trace_product(w, x, out, T));
-#endif
-}
-
-/* forward()'s steps. Every thread of the team runs them all (kernels/parallel.h): each loop
- * split between threads shares its work and ends when all threads have done their part, and
- * every other write to a buffer is made by one thread. */
-static void forward_steps(Transformer *t, const uint32_t *tokens, int T, Positions at, int all_logits) {
-    const Config *c = &t->config;
-    const TransformerWeights *w = &t->weights;
-    RunState *s = &t->state;
-    int C = c->n_embd, H = c->n_hidden, QKV = c->qkv_dim;
-    int separate = at.samples != NULL; /* each token with the arithmetic of one alone */
-    float *x = s->x;
-
-    /* token embedding (plus positional encoding when the positions are added, not rotary) */
-    int i;
-    SPLIT_FOR(T > 1, schedule(static), (i = 0; i < T; i++), { embed(t, x + (size_t)i * C, tokens[i], position_of(&at, i)); });
-
-    for (int l = 0; l < c->n_layer; l++) {
-        const LayerWeights *L = &w->layer[l];
-
-        /* attention: norm, fused query/key/value projection, rotary positions when the file
-         * has them: (T, QKV) rows of n_head queries, then n_kv_head keys and values */
-        norm(c, s->xb, x, L->ln_1_weight, L->ln_1_bias, T);
-        linear(s, s->qkv, s->xb, &L->c_attn, L->c_attn_bias, T, separate);
-        float *query = s->qkv, *key = query + c->n_head * c->head_size, *value = key + c->n_kv_head * c->head_size;
-        if (c->pos_kind == POS_ROTARY) rotate_queries_keys(t, s->qkv, T, &at);
-
-        /* causal multi-head attention: each token's keys and values go to its sequence's cache,
-         * then each (token, query head) attends over that cache up to its position and writes
-         * its slice of xb */
-        store_keys_values(&s->kv, l, key, value, (size_t)QKV, T, &at);
-        multi_head_attention(&s->kv, l, c->n_head, T, &at, query, QKV, s->xb, C, &s->att);
-
-        /* output projection and residual */
-        linear(s, s->xb2, s->xb, &L->attn_proj, L->attn_proj_bias, T, separate);
-        residual_add(x, s->xb2, T * C);
-
-        /* feed-forward: norm, up projection, GELU (or SwiGLU: times silu of the gate), down
-         * projection, residual */
-        norm(c, s->xb, x, L->ln_2_weight, L->ln_2_bias, T);
-        linear(s, s->hb, s->xb, &L->c_fc, L->c_fc_bias, T, separate);
-        if (c->ffn == FFN_SWIGLU) {
-            linear(s, s->hb2, s->xb, &L->mlp_gate, L->mlp_gate_bias, T, separate);
-            swiglu(s->hb, s->hb2, T * H);
-        } else {
-            gelu(s->hb, T * H, c->gelu);
-        }
-        linear(s, s->xb2, s->hb, &L->mlp_proj, L->mlp_proj_bias, T, separate);
-        residual_add(x, s->xb2, T * C);
-    }
-
-    /* final norm and the output head (vocab_size rows: padded ones are never computed), for
-     * the last token unless all are wanted */
-    int first = all_logits || at.samples ? 0 : T - 1;
-    float *last = x + (size_t)first * C;
-    norm(c, last, last, w->ln_f_weight, w->ln_f_bias, T - first);
-    linear(s, s->logits, last, &w->lm_head, NULL, T - first, separate);
-}
-
-/* The T tokens (at their positions in their sequences) through the model: returns the logits
- * of the last token, or of every token (all_logits, or samples: one row each). The steps run
- * on one team of threads for the whole pass, not one team per split loop. */
-static float *forward(Transformer *t, const uint32_t *tokens, int T, Positions at, int all_logits) {
-    reserve_kv_cache(t, t->config.n_ctx); /* when nothing reserved it before */
-    IN_TEAM(forward_steps(t, tokens, T, at, all_logits));
-    return t->state.logits;
-}
-
-/* The model as generate.h's sequences see it. */
-static float *forward_model(void *model, const uint32_t *tokens, int T, Positions at, int all_logits) {
-    return forward(model, tokens, T, at, all_logits);
-}
-static void reserve_model(void *model, long positions) { reserve_kv_cache(model, positions); }
-
-static Decoder decoder_of(Transformer *t) {
-    return (Decoder){.model = t, .forward = forward_model, .reserve = reserve_model, .kv = &t->state.kv,
-                     .tokenizer = &t->tokenizer, .n_ctx = t->config.n_ctx, .vocab_size = t->config.vocab_size,
-                     .block = t->state.block};
-}
-
-/* ---------------------------------------------------------------------------------------
  * Tool modes: --logits, --attention, --perplexity, --tokenize, --info. Each runs the prompt (or
- * a file) through a Sequence of generate.h, as generation does. */
-
-/* A sequence holding ids[0..n), none of them computed yet. */
-static Sequence sequence_holding(const Transformer *t, const uint32_t *ids, long n) {
-    Sequence s;
-    sequence_init(&s, 0, n, t->config.vocab_size);
-    for (long i = 0; i < n; i++) sequence_push(&s, ids[i]);
-    return s;
-}
+ * a file) through a Sequence of sequence.h, as generation does. */
 
 /* --logits: the prompt through the key/value-cache path, logits of every position written as
  * raw little-endian float32, shape (n_prompt, vocab_size); for comparing with PyTorch. */
@@ -391,7 +54,7 @@ static void write_logits(Transformer *t, const uint8_t *text, size_t len, unsign
     if (n > t->config.n_ctx)
         die("the prompt is %ld tokens, longer than the model's context of %d tokens", n, t->config.n_ctx);
     Decoder d = decoder_of(t);
-    Sequence s = sequence_holding(t, ids, n);
+    Sequence s = sequence_holding(t->config.vocab_size, ids, n);
     OutFile out = create_or_die(path);
     while (s.n_cached < n) {
         int T = next_block(&d, &s);
@@ -418,7 +81,7 @@ static void write_attention(Transformer *t, const uint8_t *text, size_t len, uns
     rs->att.record_len = (int)n;
     rs->att.record = calloc_or_die((size_t)c->n_layer * c->n_head * n * n * sizeof(float), "attention");
     Decoder d = decoder_of(t);
-    Sequence s = sequence_holding(t, ids, n);
+    Sequence s = sequence_holding(t->config.vocab_size, ids, n);
     sequence_prefill(&d, &s);
 
     OutFile out = create_or_die(path);
@@ -455,7 +118,7 @@ static void perplexity(Transformer *t, const uint8_t *text, size_t len, unsigned
     if (n < 2) die("--perplexity needs a file of at least %d tokens", 2 - lead - (t->tokenizer.bos_id >= 0));
 
     Decoder d = decoder_of(t);
-    Sequence s = sequence_holding(t, NULL, 0);
+    Sequence s = sequence_holding(t->config.vocab_size, NULL, 0);
     long stride = c->n_ctx > 1 ? c->n_ctx / 2 : 1, scored_to = 1, n_scored = 0;
     double nll = 0.0;
     for (long begin = 0;; begin += stride) {
@@ -522,7 +185,6 @@ static void print_tokens(Transformer *t, const uint8_t *text, size_t len, unsign
 /* ---------------------------------------------------------------------------------------
  * main(): the command line (cli.h) to the mode it asks for. */
 
-#ifndef TESTING
 int main(int argc, char **argv) {
     Options o = parse_options(argc, argv, PREFILL_BLOCK);
     signal(SIGPIPE, SIG_IGN); /* a closed pipe shows up as EPIPE, handled in write_or_die */
@@ -570,4 +232,3 @@ int main(int argc, char **argv) {
     free(o.gen.stop);
     return 0;
 }
-#endif

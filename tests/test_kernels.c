@@ -1,13 +1,13 @@
-/* Checks of run.c's kernels: run.c is included whole (its main() is left out under TESTING), so
- * the static functions are tested as they are. Three kinds of checks:
+/* Checks of the engine's kernels: engine.h is included whole, so the static functions are tested
+ * as they are. Three kinds of checks:
  *   - values computed by hand (softmax, a scaled dot product, masking, GELU, LayerNorm, UTF-8
  *     streaming, q8_0 quantization);
  *   - every matrix product and attention against the same computation in double;
  *   - every kernel of this build against the arithmetic kernels/simd.h defines for every path,
  *     written out here in plain C with fmaf, bit for bit: what makes all paths agree exactly.
  * Exit status 1 on failure. */
-#define TESTING
-#include "../run.c"
+#include "../engine.h"
+#include "../output.h"
 
 static int failures = 0, checks = 0;
 

@@ -1,14 +1,14 @@
 /* Many texts through tokenizer.c in one process, for the exactness tests against the reference
  * tokenizers (tests/test_tokenizer_kinds.py), which compare thousands of texts per vocabulary.
- * run.c is included whole (its main() is left out under TESTING).
+ * The engine (engine.h) and generation (generate.h) are included whole.
  *
  * usage: tokenize_lines MODEL.bin [--special] [--decode] < RECORDS
  *   RECORDS: texts, each as a little-endian uint32 byte count then the bytes (any bytes).
  *   stdout: one line per text, its token ids separated by spaces, or "error: WHY" when the
  *   tokenizer refuses the text. With --decode, then a tab and the bytes run prints for those
  *   ids when it generates them with no prompt (take_token), in hexadecimal. */
-#define TESTING
-#include "../run.c"
+#include "../engine.h"
+#include "../generate.h"
 
 int main(int argc, char **argv) {
     int special = 0, decode = 0;

@@ -1,7 +1,7 @@
 /* Every matrix product of a forward pass, written out so that tests/test_paths.py can check each
  * one against a reference computed from the same input: what it asserts then never depends on
- * how another program (PyTorch, its BLAS) rounds the numbers before them. run.c is included
- * whole (its main() is left out under TESTING), and with TRACE_PRODUCTS it calls
+ * how another program (PyTorch, its BLAS) rounds the numbers before them. engine.h is included
+ * whole, and with TRACE_PRODUCTS it calls
  * trace_product() below with each product as forward() makes it.
  *
  * usage: trace MODEL.bin PROMPT_FILE BLOCK OUT
@@ -21,9 +21,9 @@
  *   is fed token (7 i + 3 s + 1) mod vocab_size at step s), and then each sample alone, in a
  *   single sequence from the same prompt; writes to OUT the logits of both, float32
  *   (2, SAMPLE_STEPS, N, vocab_size): together first. They must be the same bits. */
-#define TESTING
 #define TRACE_PRODUCTS
-#include "../run.c"
+#include "../cli.h"
+#include "../engine.h"
 
 static Transformer model;
 static FILE *trace;
@@ -59,7 +59,7 @@ static void trace_samples(const uint32_t *ids, long n, int N) {
     uint32_t *tokens = malloc_or_die((size_t)N * sizeof(uint32_t), "samples");
     for (int i = 0; i < N; i++) seqs[i] = i;
     Decoder d = decoder_of(&model);
-    Sequence prompt = sequence_holding(&model, ids, n);
+    Sequence prompt = sequence_holding(model.config.vocab_size, ids, n);
     sequence_prefill(&d, &prompt);
     for (int i = 1; i < N; i++) share_prompt(&model.state.kv, i, n);
     for (int step = 0; step < SAMPLE_STEPS; step++) {
@@ -131,7 +131,7 @@ int main(int argc, char **argv) {
     } else {
         tracing = 1;
         Decoder d = decoder_of(&model);
-        Sequence s = sequence_holding(&model, ids, n);
+        Sequence s = sequence_holding(model.config.vocab_size, ids, n);
         while (s.n_cached < n) sequence_feed(&d, &s, next_block(&d, &s), 1);
         sequence_free(&s);
     }

@@ -23,9 +23,8 @@
  * the arithmetic's own speed), repeated on one thread. Prints the nanoseconds per head (best of
  * 5 rounds) and the GB/s of cache that is.
  *
- * run.c is included whole, as in tests/test_kernels.c. */
-#define TESTING
-#include "../../run.c"
+ * engine.h is included whole, as in tests/test_kernels.c. */
+#include "../../engine.h"
 
 #include <omp.h>
 

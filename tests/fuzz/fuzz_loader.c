@@ -2,9 +2,8 @@
  * them with an error (die() unwinds here in FUZZING builds) or accept them; an accepted file
  * with a small enough context then runs one forward pass, so that AddressSanitizer sees every
  * weight read the loader allowed. Built and run by `make fuzz`. */
-#define TESTING
 #define FUZZING
-#include "../../run.c"
+#include "../../engine.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static Transformer t;

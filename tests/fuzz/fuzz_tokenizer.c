@@ -8,9 +8,8 @@
  *   high bit set:   read the bytes as little-endian 32-bit ids, out-of-range ones included,
  *                   and decode them.
  * A broken round trip aborts, which libFuzzer reports with the input. */
-#define TESTING
 #define FUZZING
-#include "../../run.c"
+#include "../../engine.h"
 
 #define N_VOCABS 6
 static Transformer vocabs[N_VOCABS];
