@@ -84,6 +84,14 @@ tests/build/trace-%: tests/trace.c $(SOURCES) $(HEADERS) tests/simde_shim.h
 	$(call path_build,$*,$@,-Wno-unused-function tests/trace.c tokenizer.c)
 PATH_BUILDS := $(foreach p,$(PATHS),tests/build/run-$(p) tests/build/test_kernels-$(p) tests/build/trace-$(p))
 
+# The engine as a library (tests/test_engine.py), and with AddressSanitizer + LeakSanitizer.
+tests/build/engine_library: tests/engine_library.c $(SOURCES) $(HEADERS)
+	@mkdir -p tests/build
+	$(CC) -O2 $(WARN) $(OPENMP) -Wno-unused-function -o $@ tests/engine_library.c tokenizer.c -lm
+tests/build/engine_library-asan: tests/engine_library.c $(SOURCES) $(HEADERS)
+	@mkdir -p tests/build
+	$(CC) $(SANITIZE) $(WARN) -Wno-unused-function -o $@ tests/engine_library.c tokenizer.c -lm
+
 # Thousands of texts through tokenizer.c in one process, for the tokenizer exactness tests.
 tests/build/tokenize_lines: tests/tokenize_lines.c $(SOURCES) $(HEADERS)
 	@mkdir -p tests/build
@@ -137,7 +145,8 @@ bench: deps $(BIN) $(QUANTIZE_LIB) tests/build/bandwidth tests/build/kernels tes
 	$(PYTHON) tests/bench/bench.py --runs 5
 
 # stdin is /dev/null: run reads a prompt from stdin when it is not a terminal
-test: deps $(BIN) $(QUANTIZE_LIB) $(PATH_BUILDS) tests/build/tokenize_lines tests/build/llama_ref
+test: deps $(BIN) $(QUANTIZE_LIB) $(PATH_BUILDS) tests/build/tokenize_lines tests/build/llama_ref tests/build/engine_library \
+      tests/build/engine_library-asan
 	$(PYTHON) -m pytest -q -p no:cacheprovider --durations=15 tests < /dev/null
 
 # The decoder's parity tests once per instruction-set path this machine runs (tests/paths.py

@@ -13,18 +13,17 @@
  * its cache holds and the new tokens (generate.h's sequence_set), so a turn costs its own tokens,
  * not the history's.
  *
- *   chat_table()    the table from a weight file's metadata, checked
- *   chat_ids()      a conversation's tokens, generation prompt included or not
- *   chat()          --chat: a conversation on a terminal, turns from stdin's lines, or the next
- *                   reply to a messages file (or its tokens, --tokenize)
+ *   chat_table()        the table from a weight file's metadata, checked
+ *   chat_ids()          a conversation's tokens, generation prompt included or not
+ *   conversation_add()  a turn; chat_reply() the assistant's next one, through the decode step
+ * Each returns 0 (or NULL) with an Error naming the problem; the conversation is still usable
+ * after one. chat_repl.h is --chat on the command line.
  */
 #ifndef CHAT_H
 #define CHAT_H
 
 #include "util.h"
 
-#include <errno.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,11 +31,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
 #include "generate.h"
 #include "json.h"
 #include "load.h"
-#include "output.h"
+#include "sequence.h"
+#include "sink.h"
 #include "tokenizer.h"
 #include "utf8.h"
 
@@ -70,26 +69,33 @@ typedef struct {
 
 static int text_is(Text t, const char *s) { return t.n == strlen(s) && memcmp(t.s, s, t.n) == 0; }
 
-/* Which of names (NULL-ended) the value is, or die naming the key. */
-static int table_choice(Text v, const char *key, const char *const *names) {
-    for (int i = 0; names[i]; i++) if (text_is(v, names[i])) return i;
-    die("model file: metadata %s is '%.*s', none of the values run knows" HINT, key, (int)(v.n < 40 ? v.n : 40), (const char *)v.s);
+/* Which of names (NULL-ended) the value is (*choice), or the error naming the key. */
+static int table_choice(Text v, const char *key, const char *const *names, int *choice, Error *e) {
+    for (int i = 0; names[i]; i++)
+        if (text_is(v, names[i])) {
+            *choice = i;
+            return 1;
+        }
+    return fail(e, "model file: metadata %s is '%.*s', none of the values run knows" HINT, key, (int)(v.n < 40 ? v.n : 40),
+                (const char *)v.s);
 }
 
 /* chat.tokens: "ID", "ID:FLAGS" or "ID:FLAGS:HEX" separated by spaces (export/tokenizer_files.py). */
-static void table_tokens(ChatTable *c, Text v, const Tokenizer *tok) {
-    c->tokens = calloc_or_die((v.n / 2 + 1) * sizeof *c->tokens, "the chat tokens");
+static int table_tokens(ChatTable *c, Text v, const Tokenizer *tok, Error *e) {
+    if (!(c->tokens = alloc_zeroed((v.n / 2 + 1) * sizeof *c->tokens, "the chat tokens", e))) return 0;
     size_t at = 0;
     while (at < v.n) {
         size_t end = at;
         while (end < v.n && v.s[end] != ' ') end++;
         char item[600];
-        if (end - at >= sizeof item) die("model file: metadata chat.tokens has an entry longer than %zu bytes", sizeof item);
+        if (end - at >= sizeof item)
+            return fail(e, "model file: metadata chat.tokens has an entry longer than %zu bytes", sizeof item);
         memcpy(item, v.s + at, end - at);
         item[end - at] = '\0';
         char *rest;
         unsigned long id = strtoul(item, &rest, 10);
-        if (rest == item || id >= tok->n_tokens) die("model file: metadata chat.tokens names '%s', not a token id", item);
+        if (rest == item || id >= tok->n_tokens)
+            return fail(e, "model file: metadata chat.tokens names '%s', not a token id", item);
         ChatToken *t = &c->tokens[c->n_tokens++];
         t->id = (uint32_t)id;
         t->text.s = tokenizer_token(tok, t->id, &t->text.n);
@@ -97,20 +103,22 @@ static void table_tokens(ChatTable *c, Text v, const Tokenizer *tok) {
             for (rest++; *rest == 'l' || *rest == 'r'; rest++) *(*rest == 'l' ? &t->lstrip : &t->rstrip) = 1;
             if (*rest == ':') { /* the text in hex, where it differs from the token's bytes */
                 size_t n = strlen(++rest);
-                if (n % 2 || n == 0) die("model file: metadata chat.tokens has a bad text for token %lu", id);
-                uint8_t *text = malloc_or_die(n / 2, "the chat tokens");
-                for (size_t j = 0; j < n / 2; j++) {
-                    unsigned byte;
-                    if (sscanf(rest + 2 * j, "%2x", &byte) != 1) die("model file: metadata chat.tokens has a bad text for token %lu", id);
-                    text[j] = (uint8_t)byte;
-                }
+                if (n % 2 || n == 0) return fail(e, "model file: metadata chat.tokens has a bad text for token %lu", id);
+                uint8_t *text = alloc_uninit(n / 2, "the chat tokens", e);
+                if (!text) return 0;
                 t->text = (Text){text, n / 2};
                 t->owned = 1;
+                for (size_t j = 0; j < n / 2; j++) {
+                    unsigned byte;
+                    if (sscanf(rest + 2 * j, "%2x", &byte) != 1)
+                        return fail(e, "model file: metadata chat.tokens has a bad text for token %lu", id);
+                    text[j] = (uint8_t)byte;
+                }
                 rest += n;
             }
         }
-        if (*rest) die("model file: metadata chat.tokens has a bad entry '%s'", item);
-        if (t->text.n == 0) die("model file: metadata chat.tokens names token %lu, which has no text", id);
+        if (*rest) return fail(e, "model file: metadata chat.tokens has a bad entry '%s'", item);
+        if (t->text.n == 0) return fail(e, "model file: metadata chat.tokens names token %lu, which has no text", id);
         at = end + 1;
     }
     for (int i = 1; i < c->n_tokens; i++) /* longest first: the longest match at a position wins */
@@ -119,21 +127,26 @@ static void table_tokens(ChatTable *c, Text v, const Tokenizer *tok) {
             c->tokens[j] = c->tokens[j - 1];
             c->tokens[j - 1] = swap;
         }
+    return 1;
 }
 
-/* The chat table of a file's metadata (present = 0 when it has none). */
-static ChatTable chat_table(const ModelFile *f, const Tokenizer *tok) {
+static void free_chat_table(ChatTable *c);
+
+/* The chat table of a file's metadata (present = 0 when it has none); 0 with the error, the table
+ * then empty. */
+static int chat_table(ChatTable *table, const ModelFile *f, const Tokenizer *tok, Error *e) {
     static const char *const places[] = {"none", "turn", "first-user", "last-user", NULL};
     static const char *const contents[] = {"keep", "strip", "lstrip", "rstrip", NULL};
     static const char *const spaces[] = {"byte-level", "every", "first", "always", "never", NULL};
     ChatTable c = {0};
     Text tokens = {0};
+    int ok = 1;
     int seen = 0;
     uint64_t at = 4;
-    for (uint32_t i = 0; i < f->n_metadata; i++) {
-        MetadataEntry e = metadata_next(f, &at);
-        Text v = {e.value, e.value_len}, k = {e.key, e.key_len};
-        if (e.key_len < 5 || memcmp(e.key, "chat.", 5) != 0) continue;
+    for (uint32_t i = 0; ok && i < f->n_metadata; i++) {
+        MetadataEntry entry = metadata_next(f, &at);
+        Text v = {entry.value, entry.value_len}, k = {entry.key, entry.key_len};
+        if (entry.key_len < 5 || memcmp(entry.key, "chat.", 5) != 0) continue;
         c.present = 1;
         struct { const char *name; Text *to; } strings[] = {
             {"chat.refusal", &c.refusal}, {"chat.begin", &c.begin}, {"chat.end", &c.end}, {"chat.generation", &c.generation},
@@ -145,44 +158,60 @@ static ChatTable chat_table(const ModelFile *f, const Tokenizer *tok) {
             {"chat.tokens", &tokens}};
         for (size_t s = 0; s < sizeof strings / sizeof strings[0]; s++)
             if (text_is(k, strings[s].name)) { *strings[s].to = v; seen |= s == 1 || s == 9 || s == 11 ? 1 << s : 0; }
-        if (text_is(k, "chat.system.place")) c.place = table_choice(v, "chat.system.place", places);
-        if (text_is(k, "chat.user.content")) c.content[ROLE_USER] = table_choice(v, "chat.user.content", contents);
-        if (text_is(k, "chat.assistant.content")) c.content[ROLE_ASSISTANT] = table_choice(v, "chat.assistant.content", contents);
-        if (text_is(k, "chat.system.content")) c.content[ROLE_SYSTEM] = table_choice(v, "chat.system.content", contents);
-        if (text_is(k, "chat.spaces")) c.spaces = table_choice(v, "chat.spaces", spaces);
+        if (text_is(k, "chat.system.place")) ok = table_choice(v, "chat.system.place", places, &c.place, e);
+        if (text_is(k, "chat.user.content"))
+            ok = table_choice(v, "chat.user.content", contents, &c.content[ROLE_USER], e);
+        if (text_is(k, "chat.assistant.content"))
+            ok = table_choice(v, "chat.assistant.content", contents, &c.content[ROLE_ASSISTANT], e);
+        if (text_is(k, "chat.system.content"))
+            ok = table_choice(v, "chat.system.content", contents, &c.content[ROLE_SYSTEM], e);
+        if (text_is(k, "chat.spaces")) ok = table_choice(v, "chat.spaces", spaces, &c.spaces, e);
         if (text_is(k, "chat.rules")) {
             static const char *const rules[] = {"alternate", "user-first", "no-system", "no-later-system", NULL};
-            for (size_t s = 0; s < v.n;) {
+            for (size_t s = 0, rule; ok && s < v.n;) {
                 size_t end = s;
                 while (end < v.n && v.s[end] != ' ') end++;
-                c.rules |= 1 << table_choice((Text){v.s + s, end - s}, "chat.rules", rules);
+                int choice = 0;
+                ok = table_choice((Text){v.s + s, end - s}, "chat.rules", rules, &choice, e);
+                rule = (size_t)choice;
+                if (ok) c.rules |= 1 << rule;
                 s = end + 1;
             }
         }
     }
-    if (c.present && !c.refusal.n && seen != ((1 << 1) | (1 << 9) | (1 << 11)))
-        die("model file: the chat table lacks chat.begin, chat.user.prefix or chat.assistant.prefix" HINT);
-    if (c.date.n > 64) die("model file: metadata chat.date is %zu bytes long, more than 64", c.date.n);
-    if (tokens.n) table_tokens(&c, tokens, tok);
-    if ((c.spaces == SPACES_BYTE_LEVEL) != !(tok->flags & TOK_SENTENCEPIECE) && c.present && !c.refusal.n)
-        die("model file: metadata chat.spaces does not fit its tokenizer" HINT);
-    return c;
+    if (ok && c.present && !c.refusal.n && seen != ((1 << 1) | (1 << 9) | (1 << 11)))
+        ok = fail(e, "model file: the chat table lacks chat.begin, chat.user.prefix or chat.assistant.prefix" HINT);
+    if (ok && c.date.n > 64) ok = fail(e, "model file: metadata chat.date is %zu bytes long, more than 64", c.date.n);
+    if (ok && tokens.n) ok = table_tokens(&c, tokens, tok, e);
+    if (ok && (c.spaces == SPACES_BYTE_LEVEL) != !(tok->flags & TOK_SENTENCEPIECE) && c.present && !c.refusal.n)
+        ok = fail(e, "model file: metadata chat.spaces does not fit its tokenizer" HINT);
+    if (!ok) free_chat_table(&c);
+    *table = c;
+    return ok;
 }
 
 static void free_chat_table(ChatTable *c) {
     for (int i = 0; i < c->n_tokens; i++) if (c->tokens[i].owned) free((void *)c->tokens[i].text.s);
     free(c->tokens);
+    memset(c, 0, sizeof *c);
 }
 
 /* ---- rendering --------------------------------------------------------------------------- */
 
-typedef struct { uint8_t *s; size_t n, cap; } Buffer;
+/* Bytes that grow; once memory has run out (failed) adds do nothing, and the caller checks the
+ * flag when the buffer is done, as a stream's error flag. */
+typedef struct { uint8_t *s; size_t n, cap; int failed; } Buffer;
 
 static void buffer_add(Buffer *b, const uint8_t *s, size_t n) {
+    if (b->failed) return;
     if (b->n + n + 1 > b->cap) {
-        b->cap = 2 * (b->n + n) + 256;
-        b->s = realloc(b->s, b->cap);
-        if (!b->s) die("out of memory for the conversation");
+        size_t cap = 2 * (b->n + n) + 256;
+        uint8_t *bigger = realloc(b->s, cap);
+        if (!bigger) {
+            b->failed = 1;
+            return;
+        }
+        b->s = bigger, b->cap = cap;
     }
     if (n) memcpy(b->s + b->n, s, n);
     b->n += n;
@@ -235,25 +264,28 @@ static void buffer_content(Buffer *b, const uint8_t *s, size_t n, int how) {
 }
 
 /* A conversation the table's rules refuse, said in one line (index i from 1 for the messages). */
-static void chat_check(const ChatTable *c, const ChatMessage *m, size_t n) {
-    if (n == 0) die("the conversation has no messages");
+static int chat_check(const ChatTable *c, const ChatMessage *m, size_t n, Error *e) {
+    if (n == 0) return fail(e, "the conversation has no messages");
     size_t first = m[0].role == ROLE_SYSTEM;
     if (first && (c->rules & RULE_NO_SYSTEM))
-        die("this model's chat template drops or refuses system messages: leave it out");
+        return fail(e, "this model's chat template drops or refuses system messages: leave it out");
     for (size_t i = first; i < n; i++) {
         if (m[i].role == ROLE_SYSTEM && (c->rules & (RULE_NO_LATER_SYSTEM | RULE_NO_SYSTEM)))
-            die("message %zu is a system message: this model's chat template takes one only at the start", i + 1);
+            return fail(e, "message %zu is a system message: this model's chat template takes one only at the start",
+                        i + 1);
         int want = (i - first) % 2 == 0 ? ROLE_USER : ROLE_ASSISTANT;
         if ((c->rules & RULE_ALTERNATE) && m[i].role != want)
-            die("message %zu is from the %s: this model's chat template wants user and assistant turns to "
-                "alternate, starting with the user", i + 1, role_names[m[i].role]);
+            return fail(e, "message %zu is from the %s: this model's chat template wants user and assistant turns to "
+                        "alternate, starting with the user", i + 1, role_names[m[i].role]);
         if ((c->rules & RULE_USER_FIRST) && i == first && m[i].role != ROLE_USER)
-            die("message %zu is from the %s: this model's chat template wants the user first", i + 1, role_names[m[i].role]);
+            return fail(e, "message %zu is from the %s: this model's chat template wants the user first", i + 1,
+                        role_names[m[i].role]);
     }
+    return 1;
 }
 
 /* The conversation rendered as its template renders it (export/chat_template.py's table_render). */
-static void chat_render(const ChatTable *c, const ChatMessage *m, size_t n, int generation, Buffer *out) {
+static int chat_render(const ChatTable *c, const ChatMessage *m, size_t n, int generation, Buffer *out, Error *e) {
     char date[256] = "";
     if (c->date.n) {
         char format[80];
@@ -262,7 +294,7 @@ static void chat_render(const ChatTable *c, const ChatMessage *m, size_t n, int 
         memcpy(format, c->date.s, c->date.n);
         format[c->date.n] = '\0';
         if (!localtime_r(&now, &local) || strftime(date, sizeof date, format, &local) == 0)
-            die("cannot print today's date in the chat template's format '%s'", format);
+            return fail(e, "cannot print today's date in the chat template's format '%s'", format);
     }
     out->n = 0;
     size_t first = n && m[0].role == ROLE_SYSTEM, fold = (size_t)-1;
@@ -291,8 +323,10 @@ static void chat_render(const ChatTable *c, const ChatMessage *m, size_t n, int 
         buffer_content(out, content, len, c->content[m[i].role]);
         buffer_table(out, c->suffix[m[i].role], date);
     }
-    free(folded.s);
     buffer_table(out, generation ? c->generation : c->end, date);
+    int failed = folded.failed || out->failed;
+    free(folded.s);
+    return failed ? fail(e, "out of memory for the conversation") : 1;
 }
 
 /* ---- tokenizing a rendered conversation ---------------------------------------------------- */
@@ -307,10 +341,11 @@ static const ChatToken *chat_token_at(const ChatTable *c, const uint8_t *text, s
 }
 
 /* The text between two chat tokens, encoded alone (SentencePiece: its leading space as
- * chat.spaces says, Hugging Face's Prepend normalizer or Metaspace pre-tokenizer). */
-static void encode_piece(const ChatTable *c, Tokenizer *tok, const uint8_t *s, size_t n, int at_start, uint32_t **ids,
-                         size_t *cap, long *count) {
-    if (n == 0) return;
+ * chat.spaces says, Hugging Face's Prepend normalizer or Metaspace pre-tokenizer), appended to
+ * ids[0..*count). */
+static int encode_piece(const ChatTable *c, Tokenizer *tok, const uint8_t *s, size_t n, int at_start, uint32_t **ids,
+                        size_t *cap, long *count, Error *e) {
+    if (n == 0) return 1;
     int spaced = s[0] == ' ' || (n >= 3 && memcmp(s, "\xE2\x96\x81", 3) == 0);
     int space = c->spaces == SPACES_EVERY || (c->spaces == SPACES_ALWAYS && !spaced) ||
                 (c->spaces == SPACES_FIRST && at_start && !spaced);
@@ -319,25 +354,24 @@ static void encode_piece(const ChatTable *c, Tokenizer *tok, const uint8_t *s, s
     size_t piece_cap = 0;
     const char *err;
     long k = tokenizer_encode(tok, s, n, how, &piece, &piece_cap, &err);
-    if (k < 0) die("cannot tokenize the conversation: %s", err);
-    if ((size_t)(*count + k) > *cap) {
-        *cap = 2 * (size_t)(*count + k) + 64;
-        *ids = realloc(*ids, *cap * sizeof **ids);
-        if (!*ids) die("out of memory for the conversation's tokens");
+    int ok = k >= 0 ? grow((void **)ids, cap, (size_t)(*count + k), sizeof **ids, "the conversation's tokens", e)
+                    : fail(e, "cannot tokenize the conversation: %s", err);
+    if (ok) {
+        memcpy(*ids + *count, piece, (size_t)k * sizeof *piece);
+        *count += k;
     }
-    memcpy(*ids + *count, piece, (size_t)k * sizeof *piece);
-    *count += k;
     free(piece);
+    return ok;
 }
 
 /* A rendered conversation's tokens, split as Hugging Face's added vocabulary splits it: the
  * leftmost and longest chat token first, with the whitespace before (lstrip) and after (rstrip)
- * it that it swallows; the texts between encoded alone. */
-static uint32_t *chat_encode(const ChatTable *c, Tokenizer *tok, const uint8_t *text, size_t n, long *count) {
+ * it that it swallows; the texts between encoded alone. NULL with the error. */
+static uint32_t *chat_encode(const ChatTable *c, Tokenizer *tok, const uint8_t *text, size_t n, long *count, Error *e) {
     size_t cap = n + 16, piece = 0, len;
-    uint32_t *ids = malloc_or_die(cap * sizeof *ids, "the conversation's tokens");
+    uint32_t *ids = alloc_uninit(cap * sizeof *ids, "the conversation's tokens", e);
     *count = 0;
-    for (size_t i = 0; i < n;) {
+    for (size_t i = 0; ids && i < n;) {
         const ChatToken *t = chat_token_at(c, text + i, n - i);
         if (!t) { i++; continue; }
         size_t start = i, stop = i + t->text.n;
@@ -346,21 +380,27 @@ static uint32_t *chat_encode(const ChatTable *c, Tokenizer *tok, const uint8_t *
                 start = last_char(text, start);
         if (t->rstrip)
             while (stop < n && unicode_space(code_point(text + stop, n - stop, &len))) stop += len;
-        encode_piece(c, tok, text + piece, start - piece, piece == 0, &ids, &cap, count);
-        if ((size_t)*count + 1 > cap) ids = realloc(ids, (cap *= 2) * sizeof *ids);
-        if (!ids) die("out of memory for the conversation's tokens");
+        if (!encode_piece(c, tok, text + piece, start - piece, piece == 0, &ids, &cap, count, e) ||
+            !grow((void **)&ids, &cap, (size_t)*count + 1, sizeof *ids, "the conversation's tokens", e)) {
+            free(ids);
+            return NULL;
+        }
         ids[(*count)++] = t->id;
         piece = i = stop;
     }
-    encode_piece(c, tok, text + piece, n - piece, piece == 0, &ids, &cap, count);
+    if (ids && !encode_piece(c, tok, text + piece, n - piece, piece == 0, &ids, &cap, count, e)) {
+        free(ids);
+        return NULL;
+    }
     return ids;
 }
 
-/* The conversation's tokens as the model is fed them (generation prompt included or not). */
-static uint32_t *chat_ids(const ChatTable *c, Tokenizer *tok, const ChatMessage *m, size_t n, int generation, long *count) {
+/* The conversation's tokens as the model is fed them (generation prompt included or not), or
+ * NULL with the error. */
+static uint32_t *chat_ids(const ChatTable *c, Tokenizer *tok, const ChatMessage *m, size_t n, int generation, long *count,
+                          Error *e) {
     Buffer text = {0};
-    chat_render(c, m, n, generation, &text);
-    uint32_t *ids = chat_encode(c, tok, text.s, text.n, count);
+    uint32_t *ids = chat_render(c, m, n, generation, &text, e) ? chat_encode(c, tok, text.s, text.n, count, e) : NULL;
     free(text.s);
     return ids;
 }
@@ -373,46 +413,85 @@ typedef struct {
     const ChatTable *table;
     ChatMessage *m;
     size_t n, cap;
+    int cache;                    /* its key/value cache: sequence `cache` of the decoder's */
     Sequence seq;
     long turns, prompt_tokens, computed, generated;
     double prefill_seconds, decode_seconds;
-    int verbose;                  /* a timing line after each reply */
     volatile sig_atomic_t *stop;  /* set (by Ctrl-C) to end the reply being written; or NULL */
+    /* the last reply's */
+    long reply_prompt, reply_computed, reply_generated;
+    double reply_prefill_seconds, reply_decode_seconds;
+    Finish reply_finish;          /* why it ended */
 } Conversation;
 
-static void conversation_add(Conversation *c, int role, const uint8_t *text, size_t len) {
+/* A conversation of table's template in key/value cache `cache` of the decoder's (0 for one at
+ * a time; conversations kept side by side each have their own), with no turns yet. */
+static void conversation_init(Conversation *c, const Decoder *d, const GenerateOptions *g, const ChatTable *table,
+                              int cache) {
+    *c = (Conversation){.d = d, .g = g, .table = table, .cache = cache};
+}
+
+/* Its sequence made ready for replies (the decoder's caches reserved for the whole context),
+ * before its first one; 0 with the error. */
+static int conversation_start(Conversation *c, Error *e) {
+    const Decoder *d = c->d;
+    const GenerateOptions *g = c->g;
+    if (!sequence_init(&c->seq, c->cache, 1024, d->vocab_size, e) ||
+        (!build_sampler(&c->seq.sampler, d->vocab_size, g->temperature, g->top_k, g->top_p, g->seed) &&
+         !fail(e, "out of memory for the sampler")) ||
+        !d->reserve(d->model, d->n_ctx, e)) {
+        sequence_free(&c->seq);
+        return 0;
+    }
+    return 1;
+}
+
+static void conversation_free(Conversation *c) {
+    free_messages(c->m, c->n);
+    sequence_free(&c->seq);
+    memset(c, 0, sizeof *c);
+}
+
+/* A turn at the end: text, which must be UTF-8. */
+static int conversation_add(Conversation *c, int role, const uint8_t *text, size_t len, Error *e) {
     for (size_t i = 0; i < len;) {
         size_t n = utf8_valid(text + i, len - i);
-        if (n == 0) die("the %s turn is not valid UTF-8 text", role_names[role]);
+        if (n == 0) return fail(e, "the %s turn is not valid UTF-8 text", role_names[role]);
         i += n;
     }
-    if (c->n == c->cap) {
-        c->m = realloc(c->m, (c->cap = 2 * c->cap + 8) * sizeof *c->m);
-        if (!c->m) die("out of memory for the conversation");
-    }
-    c->m[c->n].role = role;
-    c->m[c->n].content = malloc_or_die(len + 1, "the conversation");
-    if (len) memcpy(c->m[c->n].content, text, len);
-    c->m[c->n++].len = len;
+    TRY(grow((void **)&c->m, &c->cap, c->n + 1, sizeof *c->m, "the conversation", e));
+    uint8_t *content = alloc_uninit(len + 1, "the conversation", e);
+    if (!content) return 0;
+    if (len) memcpy(content, text, len);
+    c->m[c->n++] = (ChatMessage){.role = role, .content = content, .len = len};
+    return 1;
 }
 
 /* The conversation's tokens with the generation prompt, its oldest turns dropped (the system
- * message kept) until they leave room for a reply in the context. */
-static uint32_t *fitting_ids(Conversation *c, long *count) {
+ * message kept, the sink told) until they leave room for a reply in the context. NULL with the
+ * error. */
+static uint32_t *fitting_ids(Conversation *c, Sink *sink, long *count, Error *e) {
     long room = c->g->max_new >= 0 && c->g->max_new < c->d->n_ctx / 2 ? c->g->max_new : c->d->n_ctx / 2;
     for (;;) {
-        chat_check(c->table, c->m, c->n);
-        uint32_t *ids = chat_ids(c->table, c->d->tokenizer, c->m, c->n, 1, count);
-        if (*count == 0) die("the conversation renders to no tokens: give it a user message");
+        if (!chat_check(c->table, c->m, c->n, e)) return NULL;
+        uint32_t *ids = chat_ids(c->table, c->d->tokenizer, c->m, c->n, 1, count, e);
+        if (!ids) return NULL;
+        if (*count == 0) {
+            free(ids);
+            fail(e, "the conversation renders to no tokens: give it a user message");
+            return NULL;
+        }
         if (*count + room <= c->d->n_ctx) return ids;
         free(ids);
         size_t first = c->m[0].role == ROLE_SYSTEM, drop = 1;
-        if (c->n - first <= 1)
-            die("the conversation's last turn%s is %ld tokens: with %ld kept for the reply it does not fit the "
-                "context of %d (-c/--ctx)", first ? " with the system message" : "", *count, room, c->d->n_ctx);
+        if (c->n - first <= 1) {
+            fail(e, "the conversation's last turn%s is %ld tokens: with %ld kept for the reply it does not fit the "
+                 "context of %d (-c/--ctx)", first ? " with the system message" : "", *count, room, c->d->n_ctx);
+            return NULL;
+        }
         if (c->m[first].role == ROLE_USER && c->n - first > 2 && c->m[first + 1].role == ROLE_ASSISTANT) drop = 2;
-        fprintf(stderr, "note: the conversation is %ld tokens, too many for the context of %d with room for a reply: "
-                "its oldest turn was dropped\n", *count, c->d->n_ctx);
+        sink_note(sink, "the conversation is %ld tokens, too many for the context of %d with room for a reply: its "
+                  "oldest turn was dropped", *count, c->d->n_ctx);
         for (size_t i = first; i < first + drop; i++) free(c->m[i].content);
         memmove(c->m + first, c->m + first + drop, (c->n - first - drop) * sizeof *c->m);
         c->n -= drop;
@@ -439,74 +518,87 @@ static void lossy_utf8(Buffer *out, const uint8_t *s, size_t n) {
     }
 }
 
-/* The assistant's next reply: streamed to stdout, then a newline, and kept in the conversation.
- * Only the tokens the cache does not already hold go through the model. */
-static void chat_reply(Conversation *c) {
+/* A reply's text on its way to the caller's sink, kept for the conversation too. */
+typedef struct {
+    Sink *to;
+    Buffer reply;
+} ReplyRecorder;
+
+static int record_text(Sink *sink, int seq, const uint8_t *bytes, size_t n) {
+    ReplyRecorder *r = sink->context;
+    buffer_add(&r->reply, bytes, n);
+    return r->to->text(r->to, seq, bytes, n);
+}
+static void record_finish(Sink *sink, int seq, Finish why) {
+    ReplyRecorder *r = sink->context;
+    r->to->finish(r->to, seq, why);
+}
+static void record_note(Sink *sink, const char *message) {
+    ReplyRecorder *r = sink->context;
+    if (r->to->note) r->to->note(r->to, message);
+}
+
+/* The assistant's next reply, its text to the sink (sequence 0) as it is made, and kept in the
+ * conversation as the template will render it. Only the tokens the cache does not already hold
+ * go through the model; then the reply is decoded step by step (generate.h's decode_step) until
+ * it ends (c->reply_finish says why: a stop token, -n, the context's end, or c->stop). 0 with
+ * the error; the conversation is then as before the call. */
+static int chat_reply(Conversation *c, Sink *sink, Error *e) {
     const Decoder *d = c->d;
-    const GenerateOptions *g = c->g;
     Sequence *s = &c->seq;
     long n;
-    uint32_t *ids = fitting_ids(c, &n);
-    sequence_set(d, s, ids, n);
+    size_t before = c->n;
+    if (!s->tokens && !conversation_start(c, e)) return 0;
+    uint32_t *ids = fitting_ids(c, sink, &n, e);
+    if (!ids || !sequence_set(d, s, ids, n, e)) {
+        free(ids);
+        return 0;
+    }
     free(ids);
     c->turns++;
     c->prompt_tokens += n;
-    long computed = n - s->n_cached, generated = c->generated;
-    c->computed += computed;
+    c->reply_prompt = n;
+    c->reply_computed = n - s->n_cached;
+    c->computed += c->reply_computed;
     double t0 = now_seconds();
     sequence_prefill(d, s);
-    double prefill = now_seconds() - t0;
-    c->prefill_seconds += prefill;
+    c->reply_prefill_seconds = now_seconds() - t0;
+    c->prefill_seconds += c->reply_prefill_seconds;
     t0 = now_seconds();
-    Output out = {0};
-    Buffer reply = {0};
-    TokenDecoder text = tokenizer_decoder(d->tokenizer, 1);
+    s->text = tokenizer_decoder(d->tokenizer, 1);
+    s->held = (Utf8Hold){0};
     s->stop.tail_len = 0;
-    for (long k = 0; g->max_new < 0 || k < g->max_new; k++) {
+    s->n_generated = 0;
+    s->done = 0;
+    ReplyRecorder recorder = {.to = sink};
+    Sink recording = {.text = record_text, .finish = record_finish, .note = record_note, .context = &recorder};
+    Decoding x;
+    Sequence *active[1] = {s};
+    int going = 1, ok = decoding_init(&x, d, c->g, &recording, -1, 1, e);
+    while (ok && going) {
         if (c->stop && *c->stop) { /* Ctrl-C: the reply so far is the reply */
-            output_finish(&out);
-            fprintf(stderr, "\nnote: the reply was stopped (Ctrl-C); Ctrl-C again or Ctrl-D ends the session\n");
+            finish_sequence(&x, s, FINISH_STOPPED);
             break;
         }
-        draw_token(d, g, s);
-        if (tokenizer_stops(d->tokenizer, (uint32_t)s->next) && !g->ignore_eos) break;
-        size_t len, fresh;
-        const uint8_t *bytes = tokenizer_decode(d->tokenizer, &text, (uint32_t)s->next, &len);
-        output_bytes(&out, bytes, len);
-        buffer_add(&reply, bytes, len);
-        sequence_push(s, (uint32_t)s->next);
-        c->generated++;
-        if (g->n_stop) {
-            remember_text(&s->stop, bytes, len, &fresh);
-            if (completes_stop(g, s->stop.tail, s->stop.tail_len, fresh)) break;
-        }
-        if (k + 1 == g->max_new) {
-            output_finish(&out);
-            fprintf(stderr, "\nnote: the reply was cut at %ld tokens (-n)\n", g->max_new);
-            break;
-        }
-        if (s->n_cached >= d->n_ctx) { /* no position left for the token */
-            output_finish(&out);
-            fprintf(stderr, "\nnote: the reply reached the end of the context of %d positions\n", d->n_ctx);
-            break;
-        }
-        sequence_prefill(d, s);
+        ok = (going = decode_step(&x, active, going, e)) >= 0;
     }
-    output_finish(&out);
-    write_or_die("\n", 1);
-    flush_or_die();
-    double decode = now_seconds() - t0;
-    c->decode_seconds += decode;
-    generated = c->generated - generated;
-    if (c->verbose)
-        fprintf(stderr, "turn %ld: prompt %ld tokens (%ld computed) %.2f tok/s, generated %ld tokens %.2f tok/s\n",
-                c->turns, n, computed, prefill > 0 ? computed / prefill : 0.0, generated,
-                decode > 0 ? generated / decode : 0.0);
-    Buffer text_reply = {0};
-    lossy_utf8(&text_reply, reply.s ? reply.s : (const uint8_t *)"", reply.n);
-    conversation_add(c, ROLE_ASSISTANT, text_reply.s ? text_reply.s : (const uint8_t *)"", text_reply.n);
-    free(reply.s);
-    free(text_reply.s);
+    decoding_free(&x);
+    c->reply_finish = s->finish;
+    c->reply_generated = s->n_generated;
+    c->generated += s->n_generated;
+    c->reply_decode_seconds = now_seconds() - t0;
+    c->decode_seconds += c->reply_decode_seconds;
+    Buffer text = {0};
+    lossy_utf8(&text, recorder.reply.s ? recorder.reply.s : (const uint8_t *)"", recorder.reply.n);
+    if (ok && (recorder.reply.failed || text.failed)) ok = fail(e, "out of memory for the reply");
+    if (ok) ok = conversation_add(c, ROLE_ASSISTANT, text.s ? text.s : (const uint8_t *)"", text.n, e);
+    free(recorder.reply.s);
+    free(text.s);
+    if (!ok) { /* the turns dropped to fit it stay dropped; a reply not kept is not half kept */
+        for (size_t i = before; i < c->n; i++) free(c->m[i].content);
+        if (c->n > before) c->n = before;
+    }
+    return ok;
 }
 
 /* Everything but the system message goes: the conversation starts over. */
@@ -514,172 +606,6 @@ static void conversation_reset(Conversation *c) {
     size_t keep = c->n && c->m[0].role == ROLE_SYSTEM;
     for (size_t i = keep; i < c->n; i++) free(c->m[i].content);
     c->n = keep;
-}
-
-enum { TURN_END, TURN_LINE, TURN_INTERRUPTED };
-
-/* Ctrl-C in a conversation on a terminal: counted here, acted on by the loops that read it (the
- * reply stops; at the prompt, a second one in a row ends the session). */
-static volatile sig_atomic_t chat_interrupts;
-static void on_chat_interrupt(int signal_number) { (void)signal_number; chat_interrupts++; }
-
-/* Waits until stdin has a line to read (a terminal in canonical mode hands over whole lines) or
- * Ctrl-C was pressed; checked every tenth of a second, since the signal may land on any thread. */
-static int wait_for_line(sig_atomic_t interrupts_before) {
-    struct pollfd in = {.fd = STDIN_FILENO, .events = POLLIN};
-    for (;;) {
-        if (chat_interrupts != interrupts_before) return 0;
-        int ready = poll(&in, 1, 100);
-        if (ready > 0) return 1;
-        if (ready < 0 && errno != EINTR) return 1; /* let getline report it */
-    }
-}
-
-/* One turn from stdin: a line; on a terminal a line ending in a backslash goes on on the next
- * line. Returns TURN_END at the end of the input, TURN_INTERRUPTED for Ctrl-C at the prompt. */
-static int read_turn(Buffer *turn, int terminal) {
-    char *line = NULL;
-    size_t cap = 0;
-    sig_atomic_t interrupts = chat_interrupts;
-    turn->n = 0;
-    for (;;) {
-        if (terminal) fputs(turn->n ? ". " : "> ", stderr);
-        if (terminal && !wait_for_line(interrupts)) { free(line); return TURN_INTERRUPTED; }
-        ssize_t len = getline(&line, &cap, stdin);
-        if (len < 0 && terminal && errno == EINTR) { clearerr(stdin); free(line); return TURN_INTERRUPTED; }
-        if (len < 0) {
-            free(line);
-            if (terminal) fputc('\n', stderr); /* Ctrl-D: what follows starts on a line of its own */
-            return turn->n > 0 ? TURN_LINE : TURN_END;
-        }
-        if (len > 0 && line[len - 1] == '\n') len--;
-        if (len > 0 && line[len - 1] == '\r') len--;
-        if (terminal && len > 0 && line[len - 1] == '\\') {
-            buffer_add(turn, (const uint8_t *)line, (size_t)len - 1);
-            buffer_add(turn, (const uint8_t *)"\n", 1);
-            continue;
-        }
-        buffer_add(turn, (const uint8_t *)line, (size_t)len);
-        free(line);
-        return TURN_LINE;
-    }
-}
-
-static const char chat_help[] =
-    "a line is a turn (end it with \\ to go on on the next line); commands:\n"
-    "  /help          this list\n"
-    "  /reset         start the conversation over (the system message stays)\n"
-    "  /system TEXT   the system message becomes TEXT (/system alone: none)\n"
-    "  /exit          end the session (also Ctrl-D, or Ctrl-C twice)\n"
-    "  //TEXT         send /TEXT as a turn\n"
-    "Ctrl-C stops a reply; the conversation goes on from what it said.\n";
-
-/* A line starting with '/' on the terminal: one of the REPL's commands, answered on stderr.
- * Returns 0 when the session ends. */
-static int chat_command(Conversation *c, const Buffer *turn) {
-    Text line = {turn->s, turn->n};
-    if (text_is(line, "/exit") || text_is(line, "/quit")) return 0;
-    if (text_is(line, "/help")) {
-        fputs(chat_help, stderr);
-    } else if (text_is(line, "/reset")) {
-        conversation_reset(c);
-        fprintf(stderr, "(the conversation starts over%s)\n", c->n ? "; the system message stays" : "");
-    } else if (text_is(line, "/system") || (line.n > 8 && memcmp(line.s, "/system ", 8) == 0)) {
-        if (c->n && c->m[0].role == ROLE_SYSTEM) { /* the old one goes */
-            free(c->m[0].content);
-            memmove(c->m, c->m + 1, --c->n * sizeof *c->m);
-        }
-        if (line.n > 8) { /* the new one goes first */
-            conversation_add(c, ROLE_SYSTEM, line.s + 8, line.n - 8);
-            ChatMessage system = c->m[c->n - 1];
-            memmove(c->m + 1, c->m, (c->n - 1) * sizeof *c->m);
-            c->m[0] = system;
-        }
-        fprintf(stderr, line.n > 8 ? "(the system message is set)\n" : "(no system message)\n");
-    } else {
-        int len = 0;
-        while ((size_t)len < line.n && len < 40 && line.s[len] != ' ') len++;
-        fprintf(stderr, "unknown command '%.*s': /help lists the commands (//TEXT sends /TEXT)\n", len,
-                (const char *)line.s);
-    }
-    return 1;
-}
-
-/* --chat: see the top of this file and docs/cli.md's "Chat". */
-static void chat(const Decoder *d, const ModelFile *f, const ChatOptions *o, const GenerateOptions *g,
-                 const char *model_path, double load_seconds) {
-    ChatTable table = chat_table(f, d->tokenizer);
-    if (!table.present)
-        die("'%s' has no chat template (not an instruct model, or exported before chat): generate with -i instead", model_path);
-    if (table.refusal.n)
-        die("this model's chat template cannot be used: %.*s", (int)table.refusal.n, (const char *)table.refusal.s);
-    Conversation c = {.d = d, .g = g, .table = &table, .verbose = o->verbose};
-    if (o->system) conversation_add(&c, ROLE_SYSTEM, (const uint8_t *)o->system, strlen(o->system));
-    if (o->messages_path) {
-        size_t len, n;
-        char err[400];
-        uint8_t *text = read_file_or_die(o->messages_path, &len);
-        if (json_messages(text, len, &c.m, &n, err, sizeof err))
-            die("messages '%s': %s", strcmp(o->messages_path, "-") ? o->messages_path : "standard input", err);
-        c.n = c.cap = n;
-        free(text);
-        chat_check(&table, c.m, c.n);
-    }
-    if (o->tokenize) {
-        long n;
-        uint32_t *ids = chat_ids(&table, d->tokenizer, c.m, c.n, o->generation_prompt, &n);
-        for (long i = 0; i < n; i++) printf(i ? " %u" : "%u", ids[i]);
-        printf("\n");
-        flush_or_die();
-        free(ids);
-    } else {
-        fprintf(stderr, "seed: %llu\n", (unsigned long long)g->seed);
-        sequence_init(&c.seq, 0, 1024, d->vocab_size);
-        if (!build_sampler(&c.seq.sampler, d->vocab_size, g->temperature, g->top_k, g->top_p, g->seed))
-            die("out of memory for the sampler");
-        d->reserve(d->model, d->n_ctx);
-        if (o->messages_path) {
-            chat_reply(&c);
-        } else {
-            int terminal = isatty(STDIN_FILENO), read;
-            Buffer turn = {0};
-            struct sigaction on_ctrl_c = {.sa_handler = on_chat_interrupt}, before;
-            if (terminal) {
-                fprintf(stderr, "chat: a line is a turn; /help lists the commands; Ctrl-C stops a reply, "
-                        "Ctrl-D ends\n");
-                sigemptyset(&on_ctrl_c.sa_mask);
-                sigaction(SIGINT, &on_ctrl_c, &before); /* no SA_RESTART: a read at the prompt returns */
-                c.stop = &chat_interrupts;
-            }
-            while ((read = read_turn(&turn, terminal)) != TURN_END) {
-                if (read == TURN_INTERRUPTED) {
-                    if (chat_interrupts > 1) { fputc('\n', stderr); break; }
-                    fprintf(stderr, "\n(Ctrl-C again or Ctrl-D ends the session)\n");
-                    continue;
-                }
-                chat_interrupts = 0;
-                const uint8_t *text = turn.s;
-                size_t len = turn.n;
-                if (len > 0 && text[0] == '/') {
-                    if (len > 1 && text[1] == '/') text++, len--; /* //TEXT: the turn is /TEXT */
-                    else if (!chat_command(&c, &turn)) break;
-                    else continue;
-                }
-                if (len == 0) continue;
-                conversation_add(&c, ROLE_USER, text, len);
-                chat_reply(&c);
-            }
-            if (terminal) sigaction(SIGINT, &before, NULL);
-            free(turn.s);
-        }
-        fprintf(stderr, "timing: load %.3f s, %ld turns, prompt %ld tokens (%ld computed, the rest from the cache) "
-                "%.2f tok/s, generated %ld tokens %.2f tok/s\n", load_seconds, c.turns, c.prompt_tokens, c.computed,
-                c.prefill_seconds > 0 ? c.computed / c.prefill_seconds : 0.0, c.generated,
-                c.decode_seconds > 0 ? c.generated / c.decode_seconds : 0.0);
-        sequence_free(&c.seq);
-    }
-    free_messages(c.m, c.n);
-    free_chat_table(&table);
 }
 
 #endif

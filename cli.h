@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "chat_repl.h"
 #include "generate.h"
 #include "kernels/heads.h"
 #include "model.h"
@@ -109,38 +110,6 @@ static double parse_double(const char *flag, const char *s, double lo, double hi
         die("%s must be between %g and %g, got %s", flag, lo, hi, s);
     return v;
 }
-
-/* The whole of a file, or of stdin for "-". */
-static uint8_t *read_file_or_die(const char *path, size_t *len) {
-    int is_stdin = strcmp(path, "-") == 0;
-    const char *name = is_stdin ? "standard input" : path;
-    FILE *f = is_stdin ? stdin : fopen(path, "rb");
-    if (!f) die("cannot open file '%s': %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode))
-        die("'%s' is a directory, not a file", name);
-    size_t cap = 4096, n = 0;
-    uint8_t *buf = calloc_or_die(cap, "prompt");
-    for (;;) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (ferror(f)) die("cannot read '%s': %s", name, strerror(errno));
-        if (n < cap) break;
-        buf = realloc(buf, cap *= 2);
-        if (!buf) die("out of memory reading '%s'", name);
-    }
-    if (!is_stdin) fclose(f);
-    *len = n;
-    return buf;
-}
-
-/* --chat's options (chat.h). */
-typedef struct {
-    const char *system;        /* --system TEXT, or NULL */
-    const char *messages_path; /* --messages FILE ("-": stdin), or NULL */
-    int tokenize;              /* --tokenize: print the conversation's tokens */
-    int generation_prompt;     /* 0: --no-generation-prompt */
-    int verbose;               /* --verbose: each turn's timing line */
-} ChatOptions;
 
 /* Everything the command line says. */
 typedef struct {

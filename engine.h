@@ -70,6 +70,7 @@ typedef struct {
     ModelFile file;
     void *weights_copy; /* owned: weight matrices rearranged for the kernels (prepare_weights), or NULL */
     double load_seconds; /* mapping, checking and preparing the file */
+    char note[160];      /* what the caller may want to tell (the context held is shorter), or empty */
 } Transformer;
 
 /* The memory this machine has, in bytes (0 if unknown). */
@@ -78,19 +79,20 @@ static double physical_memory(void) {
     return pages > 0 && page > 0 ? (double)pages * (double)page : 0.0;
 }
 
-/* --samples N whose caches and buffers (per_seq bytes each) would not fit beside the weights
- * in this machine's memory are refused, before anything is allocated for them. */
-static void check_samples_fit(int n_seq, double per_seq, size_t file_size) {
+/* n_seq sequences (--samples) whose caches and buffers (per_seq bytes each) would not fit beside
+ * the weights in this machine's memory are refused, before anything is allocated for them. */
+static int check_samples_fit(int n_seq, double per_seq, size_t file_size, Error *e) {
     double memory = physical_memory();
     if (n_seq > 1 && memory > 0 && (double)file_size + n_seq * per_seq > memory)
-        die("--samples %d needs %.3g GB for the samples' key/value caches and buffers, more than this "
-            "machine's %.3g GB of memory", n_seq, n_seq * per_seq / 1e9, memory / 1e9);
+        return fail(e, "--samples %d needs %.3g GB for the samples' key/value caches and buffers, more than this "
+                    "machine's %.3g GB of memory", n_seq, n_seq * per_seq / 1e9, memory / 1e9);
+    return 1;
 }
 
 /* Buffers for forward() for n_seq sequences; their key/value caches come later
  * (reserve_kv_cache), once a run knows how many positions it needs. */
-static void build_state(RunState *s, const Config *c, int n_seq, CacheType cache_type, size_t file_size,
-                        unsigned product_types) {
+static int build_state(RunState *s, const Config *c, int n_seq, CacheType cache_type, size_t file_size,
+                       unsigned product_types, Error *e) {
     size_t C = (size_t)c->n_embd, H = (size_t)c->n_hidden, B;
     s->block = c->n_ctx < PREFILL_BLOCK ? c->n_ctx : PREFILL_BLOCK;
     s->rows = max_int(s->block, n_seq);
@@ -100,19 +102,21 @@ static void build_state(RunState *s, const Config *c, int n_seq, CacheType cache
     /* per sequence: a row of every buffer, its attention scratch and its sampler */
     s->buffer_bytes = 4.0 * (3 * C + (size_t)c->qkv_dim + 2 * H + (size_t)c->vocab_size) + C +
                       4.0 * (double)c->n_head * (double)s->att.slice + (double)sampler_bytes(c->vocab_size);
-    check_samples_fit(n_seq, s->buffer_bytes, file_size);
+    TRY(check_samples_fit(n_seq, s->buffer_bytes, file_size, e));
     B = (size_t)s->rows;
-    s->x = calloc_or_die(B * C * sizeof(float), "x");
-    s->xb = calloc_or_die(B * C * sizeof(float), "xb");
-    s->xb2 = calloc_or_die(B * C * sizeof(float), "xb2");
-    s->qkv = calloc_or_die(B * (size_t)c->qkv_dim * sizeof(float), "qkv");
-    s->hb = calloc_or_die(B * H * sizeof(float), "hb");
-    s->hb2 = c->ffn == FFN_SWIGLU ? calloc_or_die(B * H * sizeof(float), "hb2") : NULL;
-    s->logits = calloc_or_die(B * (size_t)c->vocab_size * sizeof(float), "logits");
-    s->att.buffer = calloc_or_die(attention_jobs(s->block, n_seq, c->n_head) * s->att.slice * sizeof(float), "attention");
+    if (!(s->x = alloc_zeroed(B * C * sizeof(float), "x", e)) || !(s->xb = alloc_zeroed(B * C * sizeof(float), "xb", e)) ||
+        !(s->xb2 = alloc_zeroed(B * C * sizeof(float), "xb2", e)) ||
+        !(s->qkv = alloc_zeroed(B * (size_t)c->qkv_dim * sizeof(float), "qkv", e)) ||
+        !(s->hb = alloc_zeroed(B * H * sizeof(float), "hb", e)) ||
+        (c->ffn == FFN_SWIGLU && !(s->hb2 = alloc_zeroed(B * H * sizeof(float), "hb2", e))) ||
+        !(s->logits = alloc_zeroed(B * (size_t)c->vocab_size * sizeof(float), "logits", e)) ||
+        !(s->att.buffer = alloc_zeroed(attention_jobs(s->block, n_seq, c->n_head) * s->att.slice * sizeof(float),
+                                       "attention", e)))
+        return 0;
     if (!matmul_scratch_init(&s->mm, s->rows, C > H ? (int)C : (int)H, product_types) ||
         (c->qkv_apart && !matmul_scratch_parts(&s->mm, s->rows, c->n_head * c->head_size)))
-        die("out of memory for the matrix products' buffers");
+        return fail(e, "out of memory for the matrix products' buffers");
+    return 1;
 }
 
 static void free_state(RunState *s) {
@@ -125,20 +129,22 @@ static void free_state(RunState *s) {
  * the run's context), built once: by generate() for the positions its tokens will take (a short
  * run of a long-context model, or many samples, then holds and touches far less than the whole
  * context), or else by the first forward() pass, for the whole context. */
-static void reserve_kv_cache(Transformer *t, long positions) {
+static int reserve_kv_cache(Transformer *t, long positions, Error *e) {
     const Config *c = &t->config;
     RunState *s = &t->state;
-    if (s->kv.keys) return;
+    if (s->kv.keys) return 1;
     int n = (int)(positions < c->n_ctx ? positions : c->n_ctx);
-    check_samples_fit(s->n_seq, s->buffer_bytes + 2 * kv_cache_bytes(c->n_layer, c->n_kv_head, c->head_size, n, s->cache_type),
-                      t->file.size);
-    build_kv_cache(&s->kv, c->n_layer, c->n_kv_head, c->head_size, n, s->n_seq, s->cache_type);
+    TRY(check_samples_fit(s->n_seq, s->buffer_bytes + 2 * kv_cache_bytes(c->n_layer, c->n_kv_head, c->head_size, n,
+                                                                          s->cache_type), t->file.size, e));
+    if (build_kv_cache(&s->kv, c->n_layer, c->n_kv_head, c->head_size, n, s->n_seq, s->cache_type, e)) return 1;
+    free_kv_cache(&s->kv);
+    return 0;
 }
 
 /* Validate a whole model file held in memory (load.h). Also the entry point of the loader's
  * fuzz target. */
-static void load_model(Transformer *t, const uint8_t *data, size_t size) {
-    load_model_file(&t->file, data, size, &t->config, &t->weights, &t->tokenizer);
+static int load_model(Transformer *t, const uint8_t *data, size_t size, Error *e) {
+    return load_model_file(&t->file, data, size, &t->config, &t->weights, &t->tokenizer, e);
 }
 
 /* A matrix's pages of the mapped file given back (read again from the file if touched). */
@@ -151,26 +157,30 @@ static void release_matrix_pages(const Matrix *m) {
 /* What generation needs beyond the file: the sinusoid or rotary tables, the run-time buffers
  * and, for the kernels that want it, the weight matrices rearranged once (kernels/matmul.h's
  * prepare_weights). */
-static void build_run(Transformer *t, int n_seq, CacheType cache) {
+static int build_run(Transformer *t, int n_seq, CacheType cache, Error *e) {
     const Config *c = &t->config;
     TransformerWeights *w = &t->weights;
-    if (c->pos_kind == POS_SINUSOIDAL) w->wpe = w->sinusoid = sinusoid_table(c->n_ctx, c->n_embd);
+    if (c->pos_kind == POS_SINUSOIDAL && !(w->wpe = w->sinusoid = sinusoid_table(c->n_ctx, c->n_embd, e))) return 0;
     if (c->pos_kind == POS_ROTARY)
-        rotary_tables(&w->rope_cos, &w->rope_sin, c->n_ctx, c->head_size, c->rope_theta, w->rope_freqs);
-    Matrix **matrices = calloc_or_die(((size_t)MATRICES_PER_LAYER * c->n_layer + 1) * sizeof(Matrix *), "matrix list");
+        TRY(rotary_tables(&w->rope_cos, &w->rope_sin, c->n_ctx, c->head_size, c->rope_theta, w->rope_freqs, e));
+    Matrix **matrices = alloc_zeroed(((size_t)MATRICES_PER_LAYER * c->n_layer + 1) * sizeof(Matrix *), "matrix list", e);
+    if (!matrices) return 0;
     int count = product_matrices(c, w, matrices);
     unsigned types = 0; /* the weight types of the products, each with its buffers */
     for (int i = 0; i < count; i++) types |= 1u << matrices[i]->type;
-    build_state(&t->state, c, n_seq, cache, t->file.size, types);
-    size_t bytes = prepare_weights(matrices, count, NULL), at = 0;
-    if (bytes) t->weights_copy = malloc_or_die(bytes, "the rearranged copy of the weights"); /* every byte written */
+    size_t bytes = prepare_weights(matrices, count, NULL), at = 0, *sizes = NULL;
+    if (!build_state(&t->state, c, n_seq, cache, t->file.size, types, e) ||
+        (bytes && !(t->weights_copy = alloc_uninit(bytes, "the rearranged copy of the weights", e))) || /* every byte written */
+        !(sizes = alloc_zeroed((size_t)count * sizeof *sizes, "matrix sizes", e))) {
+        free(matrices);
+        return 0;
+    }
     /* The weights are never held twice: the file's pages of every matrix the kernels read from a
      * copy are given back first (the loader's checks read them all), and the matrices are copied
      * largest first, each one's pages coming back while it is copied and leaving after. So at
      * most the copies made so far, one matrix's pages and its copy are resident: about the
      * weights and a small matrix, not the weights and the largest (a tied embedding, which reads
      * its rows back from the file, a few pages a token). */
-    size_t *sizes = calloc_or_die((size_t)count * sizeof *sizes, "matrix sizes");
     for (int i = 0; i < count; i++) {
         sizes[i] = prepare_weights(&matrices[i], 1, NULL);
         if (sizes[i] && t->file.mapped) release_matrix_pages(matrices[i]);
@@ -185,37 +195,43 @@ static void build_run(Transformer *t, int n_seq, CacheType cache) {
     }
     free(sizes);
     free(matrices);
+    return 1;
 }
 
-/* The run's context: ctx positions (-c/--ctx), or 0 for the file's up to DEFAULT_CONTEXT. Every
- * position past it is one the run never uses, so the weights load as they are. */
-static void limit_context(Transformer *t, long ctx) {
+static void free_transformer(Transformer *t);
+
+/* The run's context: ctx positions (-c/--ctx), or 0 for the file's up to DEFAULT_CONTEXT (the
+ * transformer's note then says so). Every position past it is one the run never uses, so the
+ * weights load as they are. */
+static int limit_context(Transformer *t, long ctx, Error *e) {
     Config *c = &t->config;
     t->file_n_ctx = c->n_ctx;
-    if (ctx > c->n_ctx) die("-c/--ctx must be between 1 and the model's context of %d, got %ld", c->n_ctx, ctx);
+    if (ctx > c->n_ctx) return fail(e, "-c/--ctx must be between 1 and the model's context of %d, got %ld", c->n_ctx, ctx);
     if (ctx == 0 && c->n_ctx > DEFAULT_CONTEXT) {
-        fprintf(stderr, "note: the model's context is %d positions; this run holds %d (-c/--ctx to change)\n",
-                c->n_ctx, DEFAULT_CONTEXT);
+        snprintf(t->note, sizeof t->note, "the model's context is %d positions; this run holds %d (-c/--ctx to change)",
+                 c->n_ctx, DEFAULT_CONTEXT);
         ctx = DEFAULT_CONTEXT;
     }
     if (ctx > 0) c->n_ctx = (int)ctx;
+    return 1;
 }
 
 /* The model at path, ready to run n_seq sequences at once (1, or --samples) over a context of
- * ctx positions (0: the default, limit_context()), with a key/value cache of that type. */
-static void build_transformer(Transformer *t, const char *path, int n_seq, long ctx, CacheType cache) {
+ * ctx positions (0: the default, limit_context()), with a key/value cache of that type. 0 with
+ * the error when the file or this machine will not do; *t is then empty, everything given back. */
+static int build_transformer(Transformer *t, const char *path, int n_seq, long ctx, CacheType cache, Error *e) {
     memset(t, 0, sizeof *t);
     double start = now_seconds();
-    map_model_file(&t->file, path);
-    load_model(t, t->file.data, t->file.size);
-    if (t->config.n_layer > 0) {
-        limit_context(t, ctx);
-        build_run(t, n_seq, cache);
+    if (!map_model_file(&t->file, path, e) || !load_model(t, t->file.data, t->file.size, e) ||
+        (t->config.n_layer > 0 && (!limit_context(t, ctx, e) || !build_run(t, n_seq, cache, e)))) {
+        free_transformer(t);
+        return 0;
     }
     t->load_seconds = now_seconds() - start;
+    return 1;
 }
 
-/* Frees whatever was built, also after a load that stopped part-way (fuzzing). */
+/* Frees whatever was built, also after a load that stopped part-way. */
 static void free_transformer(Transformer *t) {
     free_state(&t->state);
     free(t->weights_copy);
@@ -333,18 +349,18 @@ static void forward_steps(Transformer *t, const uint32_t *tokens, int T, Positio
 
 /* The T tokens (at their positions in their sequences) through the model: returns the logits
  * of the last token, or of every token (all_logits, or samples: one row each). The steps run
- * on one team of threads for the whole pass, not one team per split loop. */
+ * on one team of threads for the whole pass, not one team per split loop. The caches hold the
+ * positions (reserve_kv_cache() first): nothing here allocates, nothing fails. */
 static float *forward(Transformer *t, const uint32_t *tokens, int T, Positions at, int all_logits) {
-    reserve_kv_cache(t, t->config.n_ctx); /* when nothing reserved it before */
     IN_TEAM(forward_steps(t, tokens, T, at, all_logits));
     return t->state.logits;
 }
 
-/* The model as generate.h's sequences see it. */
+/* The model as sequence.h's sequences see it. */
 static float *forward_model(void *model, const uint32_t *tokens, int T, Positions at, int all_logits) {
     return forward(model, tokens, T, at, all_logits);
 }
-static void reserve_model(void *model, long positions) { reserve_kv_cache(model, positions); }
+static int reserve_model(void *model, long positions, Error *e) { return reserve_kv_cache(model, positions, e); }
 
 static Decoder decoder_of(Transformer *t) {
     return (Decoder){.model = t, .forward = forward_model, .reserve = reserve_model, .kv = &t->state.kv,

@@ -14,11 +14,12 @@
 
 #include "kernels/parallel.h"
 #include "kv_cache.h"
-#include "output.h"
 #include "sampler.h"
 #include "sequence.h"
+#include "sink.h"
 #include "threads.h"
 #include "tokenizer.h"
+#include "utf8.h"
 /* ---- generation ---------------------------------------------------------------------------- */
 
 /* -n's largest value: a billion tokens, days of generation at any speed run reaches. */
@@ -43,38 +44,53 @@ typedef struct {
     unsigned encode;       /* how the prompt is tokenized (tokenizer.h's ENCODE_*) */
 } GenerateOptions;
 
-static uint32_t *encode_or_die(Tokenizer *tok, const uint8_t *text, size_t len, unsigned how, long *n_ids) {
+/* text's tokens (*n_ids of them, malloc'd), or NULL with the tokenizer's reason. */
+static uint32_t *encode_text(Tokenizer *tok, const uint8_t *text, size_t len, unsigned how, long *n_ids, Error *e) {
     uint32_t *ids = NULL;
     size_t cap = 0;
     const char *err;
     *n_ids = tokenizer_encode(tok, text, len, how, &ids, &cap, &err);
-    if (*n_ids < 0) die("cannot tokenize the prompt: %s", err);
-    return ids;
+    if (*n_ids < 0) {
+        free(ids);
+        fail(e, "cannot tokenize the prompt: %s", err);
+        return NULL;
+    }
+    return ids ? ids : alloc_zeroed(sizeof *ids, "the prompt's tokens", e); /* no text: no tokens, not NULL */
 }
 
 /* The token generation starts from when there is no prompt and the vocabulary puts no
  * beginning-of-text token before every text: end-of-text, or a newline for a character
  * vocabulary without one. */
-static uint32_t start_token(Tokenizer *tok) {
-    if (tok->eot_id >= 0) return (uint32_t)tok->eot_id;
+static int start_token(Tokenizer *tok, uint32_t *id, Error *e) {
+    if (tok->eot_id >= 0) {
+        *id = (uint32_t)tok->eot_id;
+        return 1;
+    }
     long n;
-    uint32_t *ids = encode_or_die(tok, (const uint8_t *)"\n", 1, ENCODE_BOS, &n);
-    if (n != 1) die("no prompt given and the vocabulary has neither end-of-text nor a newline"
-                    " token to start from: give a prompt with -i");
-    uint32_t id = ids[0];
+    uint32_t *ids = encode_text(tok, (const uint8_t *)"\n", 1, ENCODE_BOS, &n, e);
+    if (!ids) return 0;
+    *id = ids[0];
     free(ids);
-    return id;
+    if (n != 1)
+        return fail(e, "no prompt given and the vocabulary has neither end-of-text nor a newline token to start "
+                    "from: give a prompt with -i");
+    return 1;
 }
 
 /* The prompt's tokens (*n of them), or the start token when it has none (*from_start set). */
 static uint32_t *prompt_tokens(Tokenizer *tok, const uint8_t *prompt, size_t prompt_len, unsigned how, long *n,
-                               int *from_start) {
-    uint32_t *ids = encode_or_die(tok, prompt, prompt_len, how, n);
+                               int *from_start, Error *e) {
+    uint32_t *ids = encode_text(tok, prompt, prompt_len, how, n, e);
+    if (!ids) return NULL;
     *from_start = *n == 0;
     if (*from_start) {
         free(ids);
-        ids = calloc_or_die(sizeof(uint32_t), "the prompt's tokens");
-        ids[(*n)++] = start_token(tok);
+        ids = alloc_zeroed(sizeof(uint32_t), "the prompt's tokens", e);
+        if (!ids || !start_token(tok, &ids[0], e)) {
+            free(ids);
+            return NULL;
+        }
+        *n = 1;
     }
     return ids;
 }
@@ -109,146 +125,250 @@ static void draw_token(const Decoder *d, const GenerateOptions *g, Sequence *s) 
     s->next = sample(&s->sampler, s->logits, d->vocab_size);
 }
 
-/* Sample i's token just drawn, printed (or held); returns 0 when it finishes the sample (a stop
- * token, a stop string, or max_new tokens), else 1: the token is to be fed back. */
-static int take_token(const Decoder *d, const GenerateOptions *g, Printer *p, Sequence *s, int i) {
-    if (tokenizer_stops(d->tokenizer, (uint32_t)s->next) && !g->ignore_eos) return 0;
+/* ---- the decode step -------------------------------------------------------------------------- */
+
+/* What a run of decode steps shares: the model, the options, where the text goes, what to do
+ * at the context's end, the team size's tuning, and the step's scratch. */
+typedef struct {
+    const Decoder *d;
+    const GenerateOptions *g;
+    Sink *sink;
+    long keep;            /* past the context: the tokens the window keeps (sequence_slide); -1: the
+                             sequence finishes there instead (FINISH_CONTEXT) */
+    ThreadChoice threads; /* the team size, tried per token on a busy machine (g->adapt_threads) */
+    int capacity;         /* sequences a step takes at most */
+    Sequence **fed;       /* (capacity) the sequences whose tokens are fed back */
+    int *seqs;            /* (capacity) their caches */
+    int *positions;       /* (capacity) their tokens' positions */
+    uint32_t *next;       /* (capacity) their tokens */
+} Decoding;
+
+static void decoding_free(Decoding *x) {
+    if (x->g && x->g->adapt_threads) set_team_size(x->threads.size[0]);
+    free(x->fed);
+    free(x->seqs);
+    free(x->positions);
+    free(x->next);
+    memset(x, 0, sizeof *x);
+}
+
+static int decoding_init(Decoding *x, const Decoder *d, const GenerateOptions *g, Sink *sink, long keep, int capacity,
+                         Error *e) {
+    *x = (Decoding){.d = d, .g = g, .sink = sink, .keep = keep, .capacity = capacity};
+    thread_choice_init(&x->threads, g->adapt_threads ? thread_count() : 1);
+    if ((x->fed = alloc_zeroed((size_t)capacity * sizeof *x->fed, "the step's sequences", e)) &&
+        (x->seqs = alloc_zeroed((size_t)capacity * sizeof *x->seqs, "the step's sequences", e)) &&
+        (x->positions = alloc_zeroed((size_t)capacity * sizeof *x->positions, "the step's positions", e)) &&
+        (x->next = alloc_zeroed((size_t)capacity * sizeof *x->next, "the step's tokens", e)))
+        return 1;
+    decoding_free(x);
+    return 0;
+}
+
+/* s's text so far passed on whole (sequence.h's Utf8Hold); 0 when the reader takes no more. */
+static int pass_text(Decoding *x, Sequence *s, const uint8_t *bytes, size_t len) {
+    uint8_t whole[256 + 4];
+    for (size_t at = 0; at < len; at += 256) {
+        size_t part = len - at < 256 ? len - at : 256, k = utf8_whole(&s->held, bytes + at, part, whole);
+        if (k && !x->sink->text(x->sink, s->seq, whole, k)) return 0;
+    }
+    return 1;
+}
+
+/* s ends, for that reason: what it still holds passed on as it is, then its finish. */
+static void finish_sequence(Decoding *x, Sequence *s, Finish why) {
+    uint8_t rest[4];
+    size_t k = utf8_rest(&s->held, rest);
+    if (k) x->sink->text(x->sink, s->seq, rest, k);
+    s->done = 1;
+    s->finish = why;
+    x->sink->finish(x->sink, s->seq, why);
+}
+
+/* s's token just drawn: its text passed on and the token kept, unless it ends s (a stop token,
+ * a stop string it completes, the tokens asked for, or a reader gone). Returns 1 when s goes on
+ * (the token is to be fed back), 0 when it finished, -1 on error. */
+static int take_token(Decoding *x, Sequence *s, Error *e) {
+    const Decoder *d = x->d;
+    const GenerateOptions *g = x->g;
+    if (tokenizer_stops(d->tokenizer, (uint32_t)s->next) && !g->ignore_eos) {
+        finish_sequence(x, s, FINISH_STOP);
+        return 0;
+    }
     size_t len, fresh;
     const uint8_t *bytes = tokenizer_decode(d->tokenizer, &s->text, (uint32_t)s->next, &len);
-    printer_write(p, i, bytes, len);
+    if (!sequence_push(s, (uint32_t)s->next, e)) return -1;
     s->n_generated++;
-    sequence_push(s, (uint32_t)s->next);
+    if (!pass_text(x, s, bytes, len)) {
+        finish_sequence(x, s, FINISH_STOPPED);
+        return 0;
+    }
     if (g->n_stop) {
         remember_text(&s->stop, bytes, len, &fresh);
-        if (completes_stop(g, s->stop.tail, s->stop.tail_len, fresh)) return 0;
+        if (completes_stop(g, s->stop.tail, s->stop.tail_len, fresh)) {
+            finish_sequence(x, s, FINISH_STOP);
+            return 0;
+        }
     }
-    return g->max_new < 0 || s->n_generated < g->max_new; /* fed back only when another token will be sampled after it */
+    if (g->max_new >= 0 && s->n_generated >= g->max_new) { /* fed back only when another token will follow */
+        finish_sequence(x, s, FINISH_LENGTH);
+        return 0;
+    }
+    return 1;
 }
 
-/* The N samples, each the prompt's n tokens (window from `window`) and a sampler of its own. */
+/* One decode step of the n unfinished sequences s[0..n): each draws its next token from its
+ * logits (all at once: samplers share nothing), each token is taken (take_token), and those
+ * that go on are fed back through one forward pass together, each at its own position in its
+ * own cache, on a team whose size is tuned per token when the machine is busy. A sequence with
+ * no position left moves its window (x->keep tokens run again from position 0, sequence_slide)
+ * or finishes. Generation, --samples and chat all decode through this. Returns how many go on
+ * (s reordered: those first), or -1 with the error. */
+static int decode_step(Decoding *x, Sequence **s, int n, Error *e) {
+    const Decoder *d = x->d;
+    int j, going = 0, fed = 0;
+    SPLIT_FOR(n > 1, schedule(dynamic, 1), (j = 0; j < n; j++), { draw_token(d, x->g, s[j]); });
+    for (j = 0; j < n; j++) {
+        int taken = take_token(x, s[j], e);
+        if (taken < 0) return -1;
+        if (taken) s[going++] = s[j];
+    }
+    int sliding = 0;
+    for (j = 0; j < going; j++) sliding |= s[j]->n_cached == d->n_ctx && x->keep >= 0;
+    if (sliding) share_nothing(d->kv, x->capacity); /* a shared prompt's positions move: each slides in its own cache */
+    int kept = 0;
+    for (j = 0; j < going; j++) {
+        Sequence *q = s[j];
+        if (q->n_cached == d->n_ctx) { /* no position for its token */
+            if (x->keep < 0) {
+                finish_sequence(x, q, FINISH_CONTEXT);
+                continue;
+            }
+            sequence_slide(d, q, x->keep); /* its token computed with the window's */
+        } else {
+            x->fed[fed] = q;
+            x->seqs[fed] = q->seq;
+            x->next[fed++] = (uint32_t)q->next;
+        }
+        s[kept++] = q;
+    }
+    if (fed) {
+        if (x->g->adapt_threads) set_team_size(thread_choice_next(&x->threads));
+        double step = now_seconds();
+        sequences_step(d, x->fed, x->seqs, x->positions, x->next, fed);
+        if (x->g->adapt_threads) thread_choice_record(&x->threads, (now_seconds() - step) / fed);
+    }
+    return kept;
+}
+
+/* ---- generation from a prompt --------------------------------------------------------------- */
+
+/* What a generation did, for its timing line. */
+typedef struct {
+    long prompt_tokens;   /* the prompt's tokens */
+    long dropped;         /* of them, dropped from its start (longer than the context) */
+    long prefilled;       /* computed by the prefill: those kept */
+    long generated;       /* tokens generated, every sample's */
+    double prefill_seconds, decode_seconds;
+    int context_full;     /* some sample stopped at the context's end (-n -1) */
+} GenerateStats;
+
+/* The N samples, each the prompt's n tokens (window from `window`) and a sampler of its own;
+ * NULL with the error (nothing left allocated). */
 static Sequence *start_samples(const Decoder *d, const GenerateOptions *g, const uint32_t *ids, long n, long window,
-                               int no_prompt) {
+                               int no_prompt, Error *e) {
     int N = g->samples;
-    Sequence *samples = calloc_or_die((size_t)N * sizeof(Sequence), "samples");
-    for (int i = 0; i < N; i++) {
+    Sequence *samples = alloc_zeroed((size_t)N * sizeof(Sequence), "samples", e);
+    for (int i = 0; samples && i < N; i++) {
         Sequence *s = &samples[i];
-        sequence_init(s, i, n + 1 + (g->max_new >= 0 && g->max_new < 4096 ? g->max_new : 4096), d->vocab_size);
-        for (long j = 0; j < n; j++) sequence_push(s, ids[j]);
-        s->window = window;
-        s->text = tokenizer_decoder(d->tokenizer, !no_prompt);
-        if (!build_sampler(&s->sampler, d->vocab_size, g->temperature, g->top_k, g->top_p, g->seed + (uint64_t)i))
-            die("out of memory for the sampler");
+        long room = n + 1 + (g->max_new >= 0 && g->max_new < 4096 ? g->max_new : 4096);
+        int ok = sequence_init(s, i, room, d->vocab_size, e);
+        if (ok) {
+            memcpy(s->tokens, ids, (size_t)n * sizeof *ids);
+            s->n_tokens = n;
+            s->window = window;
+            s->text = tokenizer_decoder(d->tokenizer, !no_prompt);
+            ok = build_sampler(&s->sampler, d->vocab_size, g->temperature, g->top_k, g->top_p, g->seed + (uint64_t)i) ||
+                 fail(e, "out of memory for the sampler");
+        }
+        if (!ok) {
+            for (int k = 0; k <= i; k++) sequence_free(&samples[k]);
+            free(samples);
+            return NULL;
+        }
     }
     return samples;
-}
-
-/* Frees the N samples; returns the tokens they generated in all. */
-static long free_samples(Sequence *samples, int N) {
-    long n_generated = 0;
-    for (int i = 0; i < N; i++) {
-        n_generated += samples[i].n_generated;
-        sequence_free(&samples[i]);
-    }
-    free(samples);
-    return n_generated;
-}
-
-/* The seed, and notes on what the run does with the prompt. */
-static void announce(const Decoder *d, const GenerateOptions *g, long n_tokens, long window) {
-    int N = g->samples;
-    if (N > 1) fprintf(stderr, "seed: %llu (samples: seeds %llu to %llu)\n", (unsigned long long)g->seed,
-                       (unsigned long long)g->seed, (unsigned long long)(g->seed + (uint64_t)N - 1));
-    else fprintf(stderr, "seed: %llu\n", (unsigned long long)g->seed);
-    if (window)
-        fprintf(stderr, "note: the prompt is %ld tokens, longer than the context of %d: its first %ld "
-                "tokens were dropped\n", n_tokens, d->n_ctx, window);
-    if (N > 1 && g->temperature == 0) fprintf(stderr, "note: -t 0 (greedy) makes all %d samples the same\n", N);
 }
 
 /* Generation past the context window: a sample's key/value cache holds its window, tokens
  * [window, n_tokens) at positions 0... When the next token would not fit (position n_ctx), the
  * window moves to the last keep tokens before it, which go through the model again at positions
- * 0..keep-1 with the new token after them (sequence_slide); then decoding goes on. A prompt
- * longer than the context keeps its last n_ctx tokens.
+ * 0..keep-1 with the new token after them (sequence_slide); then decoding goes on (with -n -1 it
+ * stops there instead). A prompt longer than the context keeps its last n_ctx tokens.
  * Samples (g->samples > 1): the prompt is prefilled once and its cache shared by every sample;
  * then each step feeds the next token of every unfinished sample through one forward pass, each
  * attending to its own cache. All of them are the same number of tokens long, so their windows
  * move together. Sample i is byte for byte a plain run with seed + i: its numbers are computed
- * with the same arithmetic (kernels/simd.h: separate tokens, each with a single token's). */
-static void generate(const Decoder *d, const uint8_t *prompt, size_t prompt_len, const GenerateOptions *g,
-                     double load_seconds) {
-    int N = g->samples, from_start, context_full = 0;
-    long n_tokens, window = 0, keep = g->keep >= 0 ? g->keep : d->n_ctx / 2;
-    uint32_t *ids = prompt_tokens(d->tokenizer, prompt, prompt_len, g->encode, &n_tokens, &from_start);
+ * with the same arithmetic (kernels/simd.h: separate tokens, each with a single token's).
+ * Each sample's text goes to the sink as sequence i. 0 with the error; the stats say what was
+ * done either way. */
+static int generate(const Decoder *d, const uint8_t *prompt, size_t prompt_len, const GenerateOptions *g, Sink *sink,
+                    GenerateStats *stats, Error *e) {
+    int N = g->samples, from_start, ok = 0;
+    long n_tokens, window = 0, keep = g->max_new < 0 ? -1 : g->keep >= 0 ? g->keep : d->n_ctx / 2;
+    *stats = (GenerateStats){0};
+    uint32_t *ids = prompt_tokens(d->tokenizer, prompt, prompt_len, g->encode, &n_tokens, &from_start, e);
+    if (!ids) return 0;
     if (n_tokens > d->n_ctx) window = n_tokens - d->n_ctx;
+    if (window)
+        sink_note(sink, "the prompt is %ld tokens, longer than the context of %d: its first %ld tokens were dropped",
+                  n_tokens, d->n_ctx, window);
+    stats->prompt_tokens = n_tokens;
+    stats->dropped = window;
+    stats->prefilled = n_tokens - window;
     /* the cache's positions: the prompt's and the new tokens' (the last one is never fed
      * back), or the whole context when they do not fit, the window then moving */
-    d->reserve(d->model, g->max_new < 0 ? d->n_ctx : n_tokens - window + g->max_new);
-    announce(d, g, n_tokens, window);
-    Sequence *samples = start_samples(d, g, ids, n_tokens, window, prompt_len == 0);
-    free(ids);
-    Sequence **active = calloc_or_die((size_t)N * sizeof(Sequence *), "samples"); /* (N) those of this step */
-    int *seqs = calloc_or_die((size_t)N * sizeof(int), "samples");                /* (N) their caches */
-    uint32_t *next = calloc_or_die((size_t)N * sizeof(uint32_t), "samples");      /* (N) their tokens */
-    Printer p;
-    printer_init(&p, N, g->seed, prompt, g->echo && !from_start ? prompt_len : 0);
+    Sequence *samples = NULL, **active = NULL;
+    Decoding x = {0};
+    if (!d->reserve(d->model, g->max_new < 0 ? d->n_ctx : n_tokens - window + g->max_new, e) ||
+        !(samples = start_samples(d, g, ids, n_tokens, window, prompt_len == 0, e)) ||
+        !(active = alloc_zeroed((size_t)N * sizeof *active, "samples", e)) || !decoding_init(&x, d, g, sink, keep, N, e))
+        goto done;
 
     /* the prompt through the model in blocks (prefill), filling the first sample's cache; the
      * others share it (kv_cache.h) */
     double t0 = now_seconds();
-    long n_prefilled = n_tokens - window;
     const float *logits = sequence_prefill(d, &samples[0]);
     for (int i = 1; i < N; i++) {
         memcpy(samples[i].own_logits, logits, (size_t)d->vocab_size * sizeof(float));
-        share_prompt(d->kv, i, n_prefilled);
-        samples[i].n_cached = n_prefilled;
+        share_prompt(d->kv, i, stats->prefilled);
+        samples[i].n_cached = stats->prefilled;
     }
     double t1 = now_seconds();
+    stats->prefill_seconds = t1 - t0;
 
     /* then token by token: every unfinished sample draws its next token, and those that go on
      * are fed back through one forward pass */
-    ThreadChoice threads;
-    thread_choice_init(&threads, g->adapt_threads ? thread_count() : 1);
-    if (g->max_new == 0) for (int i = 0; i < N; i++) printer_finish_sample(&p, i);
-    for (;;) {
-        int T = 0, j;
-        for (int i = 0; i < N; i++) if (!p.done[i]) active[T++] = &samples[i];
-        if (T == 0) break;
-        SPLIT_FOR(T > 1, schedule(dynamic, 1), (j = 0; j < T; j++), { draw_token(d, g, active[j]); });
-        int fed = 0;
-        for (j = 0; j < T; j++) {
-            if (!take_token(d, g, &p, active[j], active[j]->seq)) { printer_finish_sample(&p, active[j]->seq); continue; }
-            next[fed] = (uint32_t)active[j]->next;
-            seqs[fed] = active[j]->seq;
-            active[fed++] = active[j];
-        }
-        if ((T = fed) == 0) break;
-        if (active[0]->n_cached == d->n_ctx && g->max_new < 0) { /* -n -1: the context's end is the end */
-            for (j = 0; j < T; j++) printer_finish_sample(&p, active[j]->seq);
-            context_full = 1;
-            break;
-        }
-        if (active[0]->n_cached == d->n_ctx) { /* no room for the token: all T are as long */
-            share_nothing(d->kv, N);
-            for (j = 0; j < T; j++) sequence_slide(d, active[j], keep);
-            continue;
-        }
-        if (g->adapt_threads) set_team_size(thread_choice_next(&threads));
-        double step = now_seconds();
-        sequences_step(d, active, seqs, next, T);
-        if (g->adapt_threads) thread_choice_record(&threads, (now_seconds() - step) / T);
+    int n = 0;
+    for (int i = 0; i < N; i++) {
+        if (g->max_new == 0) finish_sequence(&x, &samples[i], FINISH_LENGTH);
+        else active[n++] = &samples[i];
     }
-    output_finish(&p.out);
-    if (g->adapt_threads) set_team_size(threads.size[0]);
-    double t2 = now_seconds();
-    long n_generated = free_samples(samples, N);
-    free(active); free(seqs); free(next);
-    if (p.out.written && p.out.last != '\n' && same_terminal()) fputc('\n', stderr);
-    if (context_full) fprintf(stderr, "note: generation reached the end of the context of %d positions (-n -1)\n", d->n_ctx);
-    printer_free(&p);
-    fprintf(stderr, "timing: load %.3f s, prompt %ld tokens %.2f tok/s, generated %ld tokens %.2f tok/s\n",
-            load_seconds, n_prefilled, t1 > t0 ? n_prefilled / (t1 - t0) : 0.0, n_generated,
-            t2 > t1 ? n_generated / (t2 - t1) : 0.0);
+    while (n > 0)
+        if ((n = decode_step(&x, active, n, e)) < 0) goto done;
+    stats->decode_seconds = now_seconds() - t1;
+    ok = 1;
+done:
+    decoding_free(&x);
+    for (int i = 0; samples && i < N; i++) {
+        stats->generated += samples[i].n_generated;
+        stats->context_full |= samples[i].done && samples[i].finish == FINISH_CONTEXT;
+        sequence_free(&samples[i]);
+    }
+    free(samples);
+    free(active);
+    free(ids);
+    return ok;
 }
 
 #endif

@@ -61,15 +61,19 @@ static size_t cache_number_bytes(CacheType type) { return cache_types[type].numb
 
 /* Where the T tokens of a forward() call are: consecutive positions pos, pos+1, ... of one
  * sequence (a prompt's block, or a decode step of a single run), or, with samples, the next
- * token of each of T samples, all at position pos (--samples: samples decode together). */
+ * token of each of T sequences: all at position pos (--samples decode together), or each at its
+ * own (positions: sequences of different lengths, a server's conversations). */
 typedef struct {
-    int pos;            /* position of the first token, or of every one with samples */
-    int seq;            /* the sequence of all T tokens, without samples */
-    const int *samples; /* (T) or NULL: token i is the next one of sequence samples[i] */
+    int pos;              /* position of the first token, or of every one with samples */
+    int seq;              /* the sequence of all T tokens, without samples */
+    const int *samples;   /* (T) or NULL: token i is the next one of sequence samples[i] */
+    const int *positions; /* (T) or NULL: with samples, token i at position positions[i] */
 } Positions;
 
-static Positions in_sequence(int seq, long pos) { return (Positions){(int)pos, seq, NULL}; }
-static int position_of(const Positions *at, int i) { return at->samples ? at->pos : at->pos + i; }
+static Positions in_sequence(int seq, long pos) { return (Positions){(int)pos, seq, NULL, NULL}; }
+static int position_of(const Positions *at, int i) {
+    return at->positions ? at->positions[i] : at->samples ? at->pos : at->pos + i;
+}
 static int sequence_of(const Positions *at, int i) { return at->samples ? at->samples[i] : at->seq; }
 
 /* Bytes of one head's keys (or values): room for ctx16 x hs16 numbers, which holds ctx16 x
@@ -86,19 +90,20 @@ static double kv_cache_bytes(int n_layer, int n_kv_head, int head_size, int n_ct
     return (double)n_layer * n_kv_head * head_cache_bytes(head_size, n_ctx, type);
 }
 
-/* Zeroed caches for n_seq sequences, touched now (util.h) rather than in the first forward pass. */
-static void build_kv_cache(KVCache *kv, int n_layer, int n_kv_head, int head_size, int n_ctx, int n_seq,
-                           CacheType type) {
+/* Zeroed caches for n_seq sequences, touched now (util.h) rather than in the first forward pass;
+ * 0 with the error when memory runs out (free_kv_cache() gives back what was made). */
+static int build_kv_cache(KVCache *kv, int n_layer, int n_kv_head, int head_size, int n_ctx, int n_seq,
+                          CacheType type, Error *e) {
     *kv = (KVCache){.type = type, .number = cache_number_bytes(type), .n_layer = n_layer, .n_kv_head = n_kv_head,
                     .head_size = head_size, .n_ctx = n_ctx, .ctx16 = round_up16(n_ctx), .hs16 = round_up16(head_size),
                     .groups = cache_groups(head_size)};
     kv->scales_at = (size_t)kv->ctx16 * kv->hs16 * kv->number;
     kv->head_bytes = (size_t)head_cache_bytes(head_size, n_ctx, type);
     double bytes = kv_cache_bytes(n_layer, n_kv_head, head_size, n_ctx, type) * n_seq;
-    if (bytes > (double)(SIZE_MAX / 2)) die("model file: the key/value cache would need %.3g bytes", bytes);
-    kv->keys = calloc_or_die((size_t)bytes, "key cache");
-    kv->values = calloc_or_die((size_t)bytes, "value cache");
-    kv->prefix = calloc_or_die((size_t)n_seq * sizeof(int), "key/value cache");
+    if (bytes > (double)(SIZE_MAX / 2)) return fail(e, "the key/value cache would need %.3g bytes", bytes);
+    if (!(kv->keys = alloc_zeroed((size_t)bytes, "the key cache", e))) return 0;
+    if (!(kv->values = alloc_zeroed((size_t)bytes, "the value cache", e))) return 0;
+    return (kv->prefix = alloc_zeroed((size_t)n_seq * sizeof(int), "the key/value cache", e)) != NULL;
 }
 
 static void free_kv_cache(KVCache *kv) {

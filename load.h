@@ -7,6 +7,8 @@
  *   load_model_file()    the header, tokenizer section and tensor table checked; the weights
  *                        pointed at their bytes
  *   sinusoid_table()     the positions of a file with sinusoidal ones, computed
+ * Each returns 0 with an Error naming the problem (the field, the values found) when the file is
+ * not what it should be; free_model_file() then gives back what was built.
  */
 #ifndef LOAD_H
 #define LOAD_H
@@ -96,10 +98,9 @@ typedef struct {
 #define HINT " (re-export the model with export/export.py)"
 
 /* Sizes multiply with an overflow check: a hostile header must not wrap around. */
-static uint64_t mul_or_die(uint64_t a, uint64_t b, const char *what) {
-    uint64_t r;
-    if (__builtin_mul_overflow(a, b, &r)) die("model file: %s overflows 64 bits", what);
-    return r;
+static int mul_checked(uint64_t a, uint64_t b, uint64_t *r, const char *what, Error *e) {
+    if (__builtin_mul_overflow(a, b, r)) return fail(e, "model file: %s overflows 64 bits", what);
+    return 1;
 }
 
 /* The matrices the forward pass multiplies by, into out (room for MATRICES_PER_LAYER n_layer +
@@ -222,38 +223,47 @@ static void expected_name(const Expected *e, char name[TENSOR_NAME_LEN]) {
     else snprintf(name, TENSOR_NAME_LEN, "h.%d.%s", e->layer, e->spec->name);
 }
 
-/* The weight type of an entry: version 4's own (only matrices may be other than f32, in a type
- * whose block divides their rows), before it the header's for every matrix. */
-static uint32_t entry_type(const FileHeader *h, const TensorEntry *e, const TensorSpec *t, const char *name) {
-    if (h->version < 4) return t->is_matrix ? h->weight_type : WT_F32;
-    const WeightType *type = weight_type(e->type);
-    if (e->reserved) die("model file: tensor '%s' has reserved bytes that are not zero (corrupted?)", name);
-    if (!type) die("model file: tensor '%s' has weight type %u, which this program does not know" HINT, name, e->type);
-    if (!t->is_matrix && e->type != WT_F32)
-        die("model file: tensor '%s' is %s, but only matrices may have a type other than f32" HINT, name, type->name);
+/* The weight type of an entry (*type): version 4's own (only matrices may be other than f32, in
+ * a type whose block divides their rows), before it the header's for every matrix. */
+static int entry_type(const FileHeader *h, const TensorEntry *entry, const TensorSpec *t, const char *name,
+                      uint32_t *type_out, Error *e) {
+    if (h->version < 4) {
+        *type_out = t->is_matrix ? h->weight_type : WT_F32;
+        return 1;
+    }
+    const WeightType *type = weight_type(entry->type);
+    if (entry->reserved) return fail(e, "model file: tensor '%s' has reserved bytes that are not zero (corrupted?)", name);
+    if (!type)
+        return fail(e, "model file: tensor '%s' has weight type %u, which this program does not know" HINT, name,
+                    entry->type);
+    if (!t->is_matrix && entry->type != WT_F32)
+        return fail(e, "model file: tensor '%s' is %s, but only matrices may have a type other than f32" HINT, name,
+                    type->name);
     if (t->cols % (uint64_t)type->block)
-        die("model file: tensor '%s' is %s, whose blocks of %d values do not divide its rows of %llu" HINT, name,
-            type->name, type->block, (unsigned long long)t->cols);
-    return e->type;
+        return fail(e, "model file: tensor '%s' is %s, whose blocks of %d values do not divide its rows of %llu" HINT,
+                    name, type->name, type->block, (unsigned long long)t->cols);
+    *type_out = entry->type;
+    return 1;
 }
 
-/* Values of an entry's tensor: one layer's, or all layers'. */
-static uint64_t entry_values(const Expected *e, const char *name) {
-    const TensorSpec *t = e->spec;
-    uint64_t layers = e->layer < 0 ? t->layers : 1;
-    uint64_t n = mul_or_die(mul_or_die(layers, t->rows, name), t->cols, name);
-    mul_or_die(n, 4, name); /* no format stores more than float32: no size can overflow */
-    return n;
+/* Values of an entry's tensor (*n): one layer's, or all layers'. */
+static int entry_values(const Expected *x, const char *name, uint64_t *n, Error *e) {
+    const TensorSpec *t = x->spec;
+    uint64_t layers = x->layer < 0 ? t->layers : 1, rows, bytes;
+    TRY(mul_checked(layers, t->rows, &rows, name, e));
+    TRY(mul_checked(rows, t->cols, n, name, e));
+    return mul_checked(*n, 4, &bytes, name, e); /* no format stores more than float32: no size can overflow */
 }
 
 /* A block format's blocks each have finite scales: a file with an infinite or NaN one (from a
  * stranger, or corrupted) is refused here rather than giving NaN logits. */
-static void check_blocks(const uint8_t *data, uint64_t n, uint32_t type, const char *name) {
+static int check_blocks(const uint8_t *data, uint64_t n, uint32_t type, const char *name, Error *e) {
     const WeightType *t = weight_type(type);
     uint64_t bad;
     if (t->check && !t->check(data, n, &bad))
-        die("model file: tensor '%s' (%s) block %llu has a scale that is infinite or NaN", name, t->name,
-            (unsigned long long)bad);
+        return fail(e, "model file: tensor '%s' (%s) block %llu has a scale that is infinite or NaN", name, t->name,
+                    (unsigned long long)bad);
+    return 1;
 }
 
 /* Point the entry's Matrix or vector (each layer's, when stacked) at its part of the data. */
@@ -275,97 +285,103 @@ static void place_entry(const Expected *e, uint32_t type, const uint8_t *data) {
 
 /* ---- checking the header, the table and the checksum ---------------------------------- */
 
-/* A header field must lie in [lo, hi]; the message names the field and the value found. */
-static int field(const char *name, uint32_t value, uint32_t lo, uint32_t hi) {
-    if (value < lo || value > hi)
-        die("model file: %s is %u, expected %u to %u" HINT, name, value, lo, hi);
-    return (int)value;
+/* A header field must lie in [lo, hi] (*out, unless NULL); the message names the field and the
+ * value found. */
+static int field(const char *name, uint32_t value, uint32_t lo, uint32_t hi, int *out, Error *e) {
+    if (value < lo || value > hi) return fail(e, "model file: %s is %u, expected %u to %u" HINT, name, value, lo, hi);
+    if (out) *out = (int)value;
+    return 1;
 }
 
 /* Check that [offset, offset+size) lies inside the file, without overflow. */
-static void check_range(const char *what, uint64_t offset, uint64_t size, uint64_t file_size) {
+static int check_range(const char *what, uint64_t offset, uint64_t size, uint64_t file_size, Error *e) {
     if (offset > file_size || size > file_size - offset)
-        die("model file: %s at offset %llu, %llu bytes, runs past the end of the %llu-byte file"
-            " (truncated?)", what, (unsigned long long)offset, (unsigned long long)size,
-            (unsigned long long)file_size);
+        return fail(e, "model file: %s at offset %llu, %llu bytes, runs past the end of the %llu-byte file"
+                    " (truncated?)", what, (unsigned long long)offset, (unsigned long long)size,
+                    (unsigned long long)file_size);
+    return 1;
 }
 
-/* A float field must be finite and in (lo, hi); the message names it and the value found. */
-static float float_field(const char *name, float value, float lo, float hi, const char *expected) {
+/* A float field must be finite and in (lo, hi) (*out); the message names it and the value found. */
+static int float_field(const char *name, float value, float lo, float hi, const char *expected, float *out, Error *e) {
     if (!(value > lo && value < hi)) /* also false for NaN */
-        die("model file: %s is %g, expected %s" HINT, name, (double)value, expected);
-    return value;
+        return fail(e, "model file: %s is %g, expected %s" HINT, name, (double)value, expected);
+    *out = value;
+    return 1;
 }
 
-static void load_header(const ModelFile *f, Config *c) {
+static int load_header(const ModelFile *f, Config *c, Error *e) {
     const FileHeader *h = f->header;
-    if (h->magic != MODEL_MAGIC)
-        die("model file: bad magic (not a model file written by export/export.py)");
+    if (h->magic != MODEL_MAGIC) return fail(e, "model file: bad magic (not a model file written by export/export.py)");
     if (h->version < 1 || h->version > MODEL_VERSION)
-        die("model file: format version %u, this program reads versions 1 to %u" HINT, h->version,
-            MODEL_VERSION);
-    field("header_size", h->header_size, HEADER_SIZE, HEADER_SIZE);
+        return fail(e, "model file: format version %u, this program reads versions 1 to %u" HINT, h->version,
+                    MODEL_VERSION);
+    TRY(field("header_size", h->header_size, HEADER_SIZE, HEADER_SIZE, NULL, e));
     if (h->file_size != f->size)
-        die("model file: header says %llu bytes but the file has %zu (truncated or extended?)",
-            (unsigned long long)h->file_size, f->size);
+        return fail(e, "model file: header says %llu bytes but the file has %zu (truncated or extended?)",
+                    (unsigned long long)h->file_size, f->size);
     /* Bounds are generous but keep every count an int and every product checked below. */
-    c->n_layer = field("n_layer", h->n_layer, 0, 4096);
-    c->vocab_size = field("vocab_size", h->vocab_size, 1, 1u << 24);
-    if (c->n_layer == 0) return; /* tokenizer-only file */
-    c->n_head = field("n_head", h->n_head, 1, 4096);
-    c->n_embd = field("n_embd", h->n_embd, 1, 1u << 20);
-    c->n_hidden = field("n_hidden", h->n_hidden, 1, 1u << 22);
-    c->n_ctx = field("n_ctx", h->n_ctx, 1, 1u << 20);
-    c->vocab_padded = field("vocab_padded", h->vocab_padded, h->vocab_size, 1u << 24);
-    c->gelu = field("gelu", h->gelu, 0, 1);
-    c->tied_head = field("tied_head", h->tied_head, 0, 1);
+    TRY(field("n_layer", h->n_layer, 0, 4096, &c->n_layer, e));
+    TRY(field("vocab_size", h->vocab_size, 1, 1u << 24, &c->vocab_size, e));
+    if (c->n_layer == 0) return 1; /* tokenizer-only file */
+    TRY(field("n_head", h->n_head, 1, 4096, &c->n_head, e));
+    TRY(field("n_embd", h->n_embd, 1, 1u << 20, &c->n_embd, e));
+    TRY(field("n_hidden", h->n_hidden, 1, 1u << 22, &c->n_hidden, e));
+    TRY(field("n_ctx", h->n_ctx, 1, 1u << 20, &c->n_ctx, e));
+    TRY(field("vocab_padded", h->vocab_padded, h->vocab_size, 1u << 24, &c->vocab_padded, e));
+    TRY(field("gelu", h->gelu, 0, 1, &c->gelu, e));
+    TRY(field("tied_head", h->tied_head, 0, 1, &c->tied_head, e));
     c->qkv_apart = 0; /* a version 4 field, below */
     if (h->version == 1) { /* GPT-2's block: its bias flag means every bias or none */
-        c->bias = field("bias", h->bias, 0, 1) ? BIAS_ALL : 0;
-        c->pos_kind = field("pos_kind", h->pos_kind, POS_LEARNED, POS_SINUSOIDAL);
+        TRY(field("bias", h->bias, 0, 1, &c->bias, e));
+        c->bias = c->bias ? BIAS_ALL : 0;
+        TRY(field("pos_kind", h->pos_kind, POS_LEARNED, POS_SINUSOIDAL, &c->pos_kind, e));
         c->norm = NORM_LAYER;
         c->ffn = FFN_GELU;
         c->n_kv_head = c->n_head;
     } else {
-        c->bias = field("bias", h->bias, 0, BIAS_ALL);
-        c->pos_kind = field("pos_kind", h->pos_kind, POS_LEARNED, POS_ROTARY);
-        c->norm = field("norm", h->norm, NORM_LAYER, NORM_RMS);
-        c->ffn = field("ffn", h->ffn, FFN_GELU, FFN_SWIGLU);
-        c->n_kv_head = field("n_kv_head", h->n_kv_head, 1, (uint32_t)c->n_head);
+        TRY(field("bias", h->bias, 0, BIAS_ALL, &c->bias, e));
+        TRY(field("pos_kind", h->pos_kind, POS_LEARNED, POS_ROTARY, &c->pos_kind, e));
+        TRY(field("norm", h->norm, NORM_LAYER, NORM_RMS, &c->norm, e));
+        TRY(field("ffn", h->ffn, FFN_GELU, FFN_SWIGLU, &c->ffn, e));
+        TRY(field("n_kv_head", h->n_kv_head, 1, (uint32_t)c->n_head, &c->n_kv_head, e));
         if (c->n_head % c->n_kv_head)
-            die("model file: n_head %d is not a multiple of n_kv_head %d" HINT, c->n_head, c->n_kv_head);
+            return fail(e, "model file: n_head %d is not a multiple of n_kv_head %d" HINT, c->n_head, c->n_kv_head);
         if (c->norm == NORM_RMS && (c->bias & BIAS_NORM))
-            die("model file: bias says the norms have biases, but RMSNorm has none" HINT);
+            return fail(e, "model file: bias says the norms have biases, but RMSNorm has none" HINT);
     }
     if (h->version >= 4) { /* each tensor names its type */
-        field("weight_type", h->weight_type, 0, 0);
-        field("group_size", h->group_size, 0, 0);
-        c->qkv_apart = field("qkv_apart", h->qkv_apart, 0, 1);
+        TRY(field("weight_type", h->weight_type, 0, 0, NULL, e));
+        TRY(field("group_size", h->group_size, 0, 0, NULL, e));
+        TRY(field("qkv_apart", h->qkv_apart, 0, 1, &c->qkv_apart, e));
     } else {
-        const WeightType *type = weight_type((uint32_t)field("weight_type", h->weight_type, 0, WT_Q4_0));
+        int weight_type_id = 0;
+        TRY(field("weight_type", h->weight_type, 0, WT_Q4_0, &weight_type_id, e));
+        const WeightType *type = weight_type((uint32_t)weight_type_id);
         uint32_t group = type->block > 1 ? (uint32_t)type->block : 0;
-        field("group_size", h->group_size, group, group);
+        TRY(field("group_size", h->group_size, group, group, NULL, e));
         if (c->n_embd % type->block || c->n_hidden % type->block)
-            die("model file: %s needs n_embd and n_hidden to be multiples of %d, found %d and %d",
-                type->name, type->block, c->n_embd, c->n_hidden);
+            return fail(e, "model file: %s needs n_embd and n_hidden to be multiples of %d, found %d and %d",
+                        type->name, type->block, c->n_embd, c->n_hidden);
     }
     if (c->n_embd % c->n_head)
-        die("model file: n_embd %d is not a multiple of n_head %d", c->n_embd, c->n_head);
+        return fail(e, "model file: n_embd %d is not a multiple of n_head %d", c->n_embd, c->n_head);
     if (c->pos_kind == POS_SINUSOIDAL && c->n_embd % 2)
-        die("model file: sinusoidal positions need an even n_embd, found %d", c->n_embd);
+        return fail(e, "model file: sinusoidal positions need an even n_embd, found %d", c->n_embd);
     c->head_size = c->n_embd / c->n_head;
     c->qkv_dim = (c->n_head + 2 * c->n_kv_head) * c->head_size;
-    c->norm_eps = float_field("norm_eps", h->norm_eps, 0.0f, 1.0f, "a small positive number");
+    TRY(float_field("norm_eps", h->norm_eps, 0.0f, 1.0f, "a small positive number", &c->norm_eps, e));
     if (c->pos_kind == POS_ROTARY) {
         if (c->head_size % 2)
-            die("model file: rotary positions need an even head size, found %d" HINT, c->head_size);
-        c->rope_theta = float_field("rope_theta", h->rope_theta, 0.0f, INFINITY, "a finite number above 0");
-        c->rope_freqs = field("rope_freqs", h->rope_freqs, 0, 1);
+            return fail(e, "model file: rotary positions need an even head size, found %d" HINT, c->head_size);
+        TRY(float_field("rope_theta", h->rope_theta, 0.0f, INFINITY, "a finite number above 0", &c->rope_theta, e));
+        TRY(field("rope_freqs", h->rope_freqs, 0, 1, &c->rope_freqs, e));
     } else if (h->version > 1) {
         if (h->rope_theta != 0.0f || signbit(h->rope_theta))
-            die("model file: rope_theta is %g without rotary positions" HINT, (double)h->rope_theta);
-        field("rope_freqs", h->rope_freqs, 0, 0);
+            return fail(e, "model file: rope_theta is %g without rotary positions" HINT, (double)h->rope_theta);
+        TRY(field("rope_freqs", h->rope_freqs, 0, 0, NULL, e));
     }
+    return 1;
 }
 
 /* CRC-32 as zlib computes it (reflected polynomial 0xEDB88320), table built on first use. */
@@ -384,13 +400,13 @@ static uint32_t crc32_update(uint32_t crc, const uint8_t *p, size_t n) {
 
 /* The header's reserved bytes are zero and its CRC matches the header, tokenizer section and
  * tensor table (whose ranges have been checked to lie inside the file). */
-static void check_integrity(const ModelFile *f, uint64_t meta_end) {
+static int check_integrity(const ModelFile *f, uint64_t meta_end, Error *e) {
     const FileHeader *h = f->header;
     size_t reserved = h->version == 1   ? offsetof(FileHeader, norm)
                       : h->version < 4 ? offsetof(FileHeader, metadata_offset)
                                        : offsetof(FileHeader, reserved);
     for (size_t i = reserved; i < HEADER_SIZE; i++)
-        if (f->data[i]) die("model file: reserved header byte %zu is not zero (corrupted?)", i);
+        if (f->data[i]) return fail(e, "model file: reserved header byte %zu is not zero (corrupted?)", i);
     FileHeader copy;
     memcpy(&copy, h, sizeof copy);
     copy.meta_crc32 = 0;
@@ -401,14 +417,16 @@ static void check_integrity(const ModelFile *f, uint64_t meta_end) {
 #else
     if (crc != h->meta_crc32 && 0)
 #endif
-        die("model file: checksum of header, tokenizer, metadata and tensor table is %08x, the header says"
-            " %08x (the file is corrupted)", crc, h->meta_crc32);
+        return fail(e, "model file: checksum of header, tokenizer, metadata and tensor table is %08x, the header says"
+                    " %08x (the file is corrupted)", crc, h->meta_crc32);
+    return 1;
 }
 
 /* The fixed encoding of "Attention Is All You Need" (section 3.5), computed in double like
  * export/model.py and rounded to float once. n_ctx rows: the positions the run uses. */
-static float *sinusoid_table(int n_ctx, int n_embd) {
-    float *pe = calloc_or_die((size_t)n_ctx * (size_t)n_embd * sizeof(float), "positions");
+static float *sinusoid_table(int n_ctx, int n_embd, Error *e) {
+    float *pe = alloc_zeroed((size_t)n_ctx * (size_t)n_embd * sizeof(float), "positions", e);
+    if (!pe) return NULL;
     for (int pos = 0; pos < n_ctx; pos++)
         for (int i = 0; i < n_embd; i += 2) {
             double angle = pos / pow(10000.0, (double)i / n_embd);
@@ -420,43 +438,48 @@ static float *sinusoid_table(int n_ctx, int n_embd) {
 
 /* Each table entry checked against the one the header implies (its name, type, size and place
  * in the file) and its weights pointed at. */
-static void load_tensors(const ModelFile *f, Config *c, TransformerWeights *w) {
+static int load_tensors(const ModelFile *f, Config *c, TransformerWeights *w, Error *e) {
     const FileHeader *h = f->header;
-    w->layer = calloc_or_die((size_t)c->n_layer * sizeof(LayerWeights), "layers");
+    w->layer = alloc_zeroed((size_t)c->n_layer * sizeof(LayerWeights), "layers", e);
+    if (!w->layer) return 0;
     TensorSpec specs[MAX_TENSORS];
     TableOrder order;
     uint64_t n = table_order(&order, c, specs, tensor_list(c, w, specs), h->version);
     if (h->n_tensors != n)
-        die("model file: header lists %u tensors, this configuration has %llu" HINT, h->n_tensors, (unsigned long long)n);
+        return fail(e, "model file: header lists %u tensors, this configuration has %llu" HINT, h->n_tensors,
+                    (unsigned long long)n);
     const uint8_t *table = f->data + h->tensors_offset;
     uint64_t end = h->tensors_offset + n * sizeof(TensorEntry);
     size_t name_len = h->version >= 4 ? TENSOR_NAME_LEN : TENSOR_NAME_LEN + 8; /* before 4: 48, over the type */
     for (uint64_t i = 0; i < n; i++) {
-        TensorEntry e;
-        memcpy(&e, table + i * sizeof e, sizeof e);
+        TensorEntry entry;
+        memcpy(&entry, table + i * sizeof entry, sizeof entry);
         Expected expected = expected_entry(&order, i);
         char name[TENSOR_NAME_LEN];
         expected_name(&expected, name);
-        const char *found = (const char *)table + i * sizeof e;
+        const char *found = (const char *)table + i * sizeof entry;
         if (memchr(found, 0, name_len) == NULL || strcmp(found, name) != 0)
-            die("model file: tensor %llu should be '%s' but the table has '%.*s'", (unsigned long long)i, name,
-                (int)name_len, found);
-        uint32_t type = entry_type(h, &e, expected.spec, name);
-        uint64_t values = entry_values(&expected, name), expect = weight_type(type)->bytes(values);
-        if (e.size != expect)
-            die("model file: tensor '%s' has %llu bytes, its shape (%llu, %llu) as %s needs %llu", name,
-                (unsigned long long)e.size, (unsigned long long)expected.spec->rows,
-                (unsigned long long)expected.spec->cols, weight_type(type)->name, (unsigned long long)expect);
-        if (e.offset % TENSOR_ALIGN)
-            die("model file: tensor '%s' offset %llu is not %u-byte aligned", name, (unsigned long long)e.offset,
-                TENSOR_ALIGN);
-        if (e.offset < end)
-            die("model file: tensor '%s' at offset %llu overlaps what comes before it (ends at %llu)", name,
-                (unsigned long long)e.offset, (unsigned long long)end);
-        check_range(name, e.offset, e.size, f->size);
-        check_blocks(f->data + e.offset, values, type, name);
-        place_entry(&expected, type, f->data + e.offset);
-        end = e.offset + e.size;
+            return fail(e, "model file: tensor %llu should be '%s' but the table has '%.*s'", (unsigned long long)i,
+                        name, (int)name_len, found);
+        uint32_t type = WT_F32;
+        uint64_t values = 0;
+        TRY(entry_type(h, &entry, expected.spec, name, &type, e));
+        TRY(entry_values(&expected, name, &values, e));
+        uint64_t expect = weight_type(type)->bytes(values);
+        if (entry.size != expect)
+            return fail(e, "model file: tensor '%s' has %llu bytes, its shape (%llu, %llu) as %s needs %llu", name,
+                        (unsigned long long)entry.size, (unsigned long long)expected.spec->rows,
+                        (unsigned long long)expected.spec->cols, weight_type(type)->name, (unsigned long long)expect);
+        if (entry.offset % TENSOR_ALIGN)
+            return fail(e, "model file: tensor '%s' offset %llu is not %u-byte aligned", name,
+                        (unsigned long long)entry.offset, TENSOR_ALIGN);
+        if (entry.offset < end)
+            return fail(e, "model file: tensor '%s' at offset %llu overlaps what comes before it (ends at %llu)", name,
+                        (unsigned long long)entry.offset, (unsigned long long)end);
+        TRY(check_range(name, entry.offset, entry.size, f->size, e));
+        TRY(check_blocks(f->data + entry.offset, values, type, name, e));
+        place_entry(&expected, type, f->data + entry.offset);
+        end = entry.offset + entry.size;
     }
     for (int l = 0; l < c->n_layer && c->qkv_apart; l++) { /* the fused projection, as its three parts */
         LayerWeights *L = &w->layer[l];
@@ -464,35 +487,36 @@ static void load_tensors(const ModelFile *f, Config *c, TransformerWeights *w) {
     }
     if (c->tied_head) w->lm_head = w->wte;
     w->lm_head.rows = c->vocab_size; /* padded rows are never computed */
+    return 1;
 }
 
 /* ---- the sections ---------------------------------------------------------------------- */
 
 /* The sections lie inside the file, 64-aligned, in order: header, tokenizer, metadata (version
  * 4), tensor table. */
-static void check_sections(const ModelFile *f) {
+static int check_sections(const ModelFile *f, Error *e) {
     const FileHeader *h = f->header;
     if (h->tokenizer_offset < HEADER_SIZE || h->tokenizer_offset % TENSOR_ALIGN)
-        die("model file: tokenizer offset %llu must be %u-aligned and after the header",
-            (unsigned long long)h->tokenizer_offset, TENSOR_ALIGN);
-    check_range("tokenizer section", h->tokenizer_offset, h->tokenizer_size, f->size);
+        return fail(e, "model file: tokenizer offset %llu must be %u-aligned and after the header",
+                    (unsigned long long)h->tokenizer_offset, TENSOR_ALIGN);
+    TRY(check_range("tokenizer section", h->tokenizer_offset, h->tokenizer_size, f->size, e));
     uint64_t end = h->tokenizer_offset + h->tokenizer_size;
     const char *before = "the tokenizer section";
     if (h->version >= 4) {
         if (h->metadata_offset % TENSOR_ALIGN || h->metadata_offset < end)
-            die("model file: metadata offset %llu must be %u-aligned and after the tokenizer section (ends at %llu)",
-                (unsigned long long)h->metadata_offset, TENSOR_ALIGN, (unsigned long long)end);
-        check_range("metadata section", h->metadata_offset, h->metadata_size, f->size);
+            return fail(e, "model file: metadata offset %llu must be %u-aligned and after the tokenizer section "
+                        "(ends at %llu)", (unsigned long long)h->metadata_offset, TENSOR_ALIGN, (unsigned long long)end);
+        TRY(check_range("metadata section", h->metadata_offset, h->metadata_size, f->size, e));
         end = h->metadata_offset + h->metadata_size;
         before = "the metadata section";
     }
     if (h->tensors_offset % TENSOR_ALIGN)
-        die("model file: tensor table offset %llu is not %u-byte aligned",
-            (unsigned long long)h->tensors_offset, TENSOR_ALIGN);
+        return fail(e, "model file: tensor table offset %llu is not %u-byte aligned",
+                    (unsigned long long)h->tensors_offset, TENSOR_ALIGN);
     if (h->tensors_offset < end)
-        die("model file: tensor table at %llu overlaps %s (ends at %llu)", (unsigned long long)h->tensors_offset,
-            before, (unsigned long long)end);
-    check_range("tensor table", h->tensors_offset, (uint64_t)h->n_tensors * sizeof(TensorEntry), f->size);
+        return fail(e, "model file: tensor table at %llu overlaps %s (ends at %llu)",
+                    (unsigned long long)h->tensors_offset, before, (unsigned long long)end);
+    return check_range("tensor table", h->tensors_offset, (uint64_t)h->n_tensors * sizeof(TensorEntry), f->size, e);
 }
 
 static uint32_t metadata_u32(const uint8_t *p) {
@@ -520,35 +544,40 @@ static MetadataEntry metadata_next(const ModelFile *f, uint64_t *at) {
 
 /* The metadata section checked: its entries fill it exactly, each key 1 to METADATA_KEY_MAX
  * bytes of [a-z0-9._-] and found once. */
-static void load_metadata(ModelFile *f) {
+static int load_metadata(ModelFile *f, Error *e) {
     const FileHeader *h = f->header;
     const uint8_t *data = f->data + h->metadata_offset;
     uint64_t size = h->metadata_size, at = 4;
-    if (size < 4) die("model file: the metadata section is %llu bytes, shorter than its count", (unsigned long long)size);
+    if (size < 4)
+        return fail(e, "model file: the metadata section is %llu bytes, shorter than its count", (unsigned long long)size);
     uint32_t n = metadata_u32(data);
-    if (n > 4096) die("model file: the metadata section lists %u entries, more than the 4096 allowed" HINT, n);
+    if (n > 4096) return fail(e, "model file: the metadata section lists %u entries, more than the 4096 allowed" HINT, n);
     for (uint32_t i = 0; i < n; i++) {
-        if (size - at < 4) die("model file: metadata entry %u runs past the section's end", i);
+        if (size - at < 4) return fail(e, "model file: metadata entry %u runs past the section's end", i);
         uint32_t key_len = metadata_u32(data + at);
-        if (key_len < 1 || key_len > METADATA_KEY_MAX) die("model file: metadata key %u is %u bytes long, not 1 to %d", i, key_len, METADATA_KEY_MAX);
-        if (size - at - 4 < (uint64_t)key_len + 4) die("model file: metadata entry %u runs past the section's end", i);
+        if (key_len < 1 || key_len > METADATA_KEY_MAX)
+            return fail(e, "model file: metadata key %u is %u bytes long, not 1 to %d", i, key_len, METADATA_KEY_MAX);
+        if (size - at - 4 < (uint64_t)key_len + 4) return fail(e, "model file: metadata entry %u runs past the section's end", i);
         const uint8_t *key = data + at + 4;
         for (uint32_t k = 0; k < key_len; k++)
             if (!((key[k] >= 'a' && key[k] <= 'z') || (key[k] >= '0' && key[k] <= '9') || key[k] == '.' || key[k] == '_' || key[k] == '-'))
-                die("model file: metadata key %u has a byte 0x%02x outside [a-z0-9._-]", i, key[k]);
+                return fail(e, "model file: metadata key %u has a byte 0x%02x outside [a-z0-9._-]", i, key[k]);
         uint32_t value_len = metadata_u32(key + key_len);
-        if (size - at - 8 - key_len < value_len) die("model file: metadata entry '%.*s' runs past the section's end", (int)key_len, key);
+        if (size - at - 8 - key_len < value_len)
+            return fail(e, "model file: metadata entry '%.*s' runs past the section's end", (int)key_len, key);
         for (uint64_t j = 4, k = 0; k < i; k++) { /* each key once */
             uint32_t other = metadata_u32(data + j);
             if (other == key_len && memcmp(data + j + 4, key, key_len) == 0)
-                die("model file: metadata key '%.*s' appears twice", (int)key_len, key);
+                return fail(e, "model file: metadata key '%.*s' appears twice", (int)key_len, key);
             j += 8 + (uint64_t)other + metadata_u32(data + j + 4 + other);
         }
         at += 8 + (uint64_t)key_len + value_len;
     }
-    if (at != size) die("model file: the metadata section has %llu bytes after its last entry", (unsigned long long)(size - at));
+    if (at != size)
+        return fail(e, "model file: the metadata section has %llu bytes after its last entry", (unsigned long long)(size - at));
     f->metadata = data;
     f->n_metadata = n;
+    return 1;
 }
 
 /* ---- the entry points ------------------------------------------------------------------- */
@@ -556,57 +585,70 @@ static void load_metadata(ModelFile *f) {
 /* Validate a whole model file held in memory (data, size) and point the weights into it. Every
  * offset and size is checked against size before it is used; nothing is allocated but the
  * tokenizer's index and the list of layers. Also the entry point of the loader's fuzz target. */
-static void load_model_file(ModelFile *f, const uint8_t *data, size_t size, Config *c, TransformerWeights *w,
-                            Tokenizer *tok) {
+static int load_model_file(ModelFile *f, const uint8_t *data, size_t size, Config *c, TransformerWeights *w,
+                           Tokenizer *tok, Error *e) {
     f->data = data;
     f->size = size;
     f->header = (const FileHeader *)(const void *)data;
     if (size < HEADER_SIZE)
-        die("model file is %zu bytes, shorter than the %u-byte header (truncated?)", size, HEADER_SIZE);
-    load_header(f, c);
+        return fail(e, "model file is %zu bytes, shorter than the %u-byte header (truncated?)", size, HEADER_SIZE);
+    TRY(load_header(f, c, e));
     const FileHeader *h = f->header;
-    check_sections(f);
-    check_integrity(f, h->tensors_offset + (uint64_t)h->n_tensors * sizeof(TensorEntry));
-    if (h->version >= 4) load_metadata(f);
+    TRY(check_sections(f, e));
+    TRY(check_integrity(f, h->tensors_offset + (uint64_t)h->n_tensors * sizeof(TensorEntry), e));
+    if (h->version >= 4) TRY(load_metadata(f, e));
 
     const char *err = tokenizer_init(tok, f->data + h->tokenizer_offset, h->tokenizer_size, h->version);
-    if (err) die("model file: %s", err);
+    if (err) return fail(e, "model file: %s", err);
     if (tok->n_tokens != (uint32_t)c->vocab_size)
-        die("model file: tokenizer has %u tokens but vocab_size is %d", tok->n_tokens, c->vocab_size);
+        return fail(e, "model file: tokenizer has %u tokens but vocab_size is %d", tok->n_tokens, c->vocab_size);
     if (c->n_layer == 0) {
-        if (h->n_tensors != 0) die("model file: a tokenizer-only file lists %u tensors", h->n_tensors);
-        return;
+        if (h->n_tensors != 0) return fail(e, "model file: a tokenizer-only file lists %u tensors", h->n_tensors);
+        return 1;
     }
-    load_tensors(f, c, w);
+    return load_tensors(f, c, w, e);
 }
 
 /* The file at path, mapped read-only with its pages read in now (MAP_POPULATE) rather than at
  * the first read of each weight. */
-static void map_model_file(ModelFile *f, const char *path) {
+static int map_model_file(ModelFile *f, const char *path, Error *e) {
     int fd = open(path, O_RDONLY);
-    if (fd < 0) die("cannot open model file '%s': %s", path, strerror(errno));
+    if (fd < 0) return fail(e, "cannot open model file '%s': %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) != 0) die("cannot stat model file '%s': %s", path, strerror(errno));
-    if (S_ISDIR(st.st_mode)) die("model path '%s' is a directory, not a model file", path);
-    if (!S_ISREG(st.st_mode)) die("model path '%s' is not a regular file", path);
-    if ((uint64_t)st.st_size < HEADER_SIZE)
-        die("model file '%s' is %lld bytes, shorter than the %u-byte header (truncated?)", path,
-            (long long)st.st_size, HEADER_SIZE);
+    const char *problem = NULL;
+    if (fstat(fd, &st) != 0) problem = strerror(errno);
+    else if (S_ISDIR(st.st_mode)) problem = "it is a directory, not a model file";
+    else if (!S_ISREG(st.st_mode)) problem = "it is not a regular file";
+    if (problem) {
+        close(fd);
+        return fail(e, "cannot read model file '%s': %s", path, problem);
+    }
+    if ((uint64_t)st.st_size < HEADER_SIZE) {
+        close(fd);
+        return fail(e, "model file '%s' is %lld bytes, shorter than the %u-byte header (truncated?)", path,
+                    (long long)st.st_size, HEADER_SIZE);
+    }
     void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
     close(fd);
-    if (map == MAP_FAILED) die("cannot map model file '%s': %s", path, strerror(errno));
+    if (map == MAP_FAILED) return fail(e, "cannot map model file '%s': %s", path, strerror(errno));
     f->data = map;
     f->size = (size_t)st.st_size;
     f->mapped = 1;
+    return 1;
 }
 
 /* The rotary tables (model.h): cos and sin of p * f_i for positions p < n_ctx and pairs i <
  * head_size / 2, in double, rounded to float once. freqs: the file's frequencies, or NULL for
  * theta^(-2i/head_size). */
-static void rotary_tables(float **cos_out, float **sin_out, int n_ctx, int head_size, double theta, const float *freqs) {
+static int rotary_tables(float **cos_out, float **sin_out, int n_ctx, int head_size, double theta, const float *freqs,
+                         Error *e) {
     int half = head_size / 2;
-    float *cos_table = calloc_or_die((size_t)n_ctx * half * sizeof(float), "rotary positions");
-    float *sin_table = calloc_or_die((size_t)n_ctx * half * sizeof(float), "rotary positions");
+    float *cos_table = alloc_zeroed((size_t)n_ctx * half * sizeof(float), "rotary positions", e);
+    float *sin_table = cos_table ? alloc_zeroed((size_t)n_ctx * half * sizeof(float), "rotary positions", e) : NULL;
+    if (!sin_table) {
+        free(cos_table);
+        return 0;
+    }
     for (int i = 0; i < half; i++) {
         double freq = freqs ? (double)freqs[i] : pow(theta, -2.0 * i / head_size);
         for (int pos = 0; pos < n_ctx; pos++) {
@@ -617,6 +659,7 @@ static void rotary_tables(float **cos_out, float **sin_out, int n_ctx, int head_
     }
     *cos_out = cos_table;
     *sin_out = sin_table;
+    return 1;
 }
 
 static void free_model_file(ModelFile *f, TransformerWeights *w) {

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "sink.h"
 #include "tokenizer.h"
 #include "utf8.h"
 
@@ -40,33 +41,24 @@ static void flush_or_die(void) {
 /* ---- the stream ---------------------------------------------------------------------------- */
 
 typedef struct {
-    uint8_t pending[8]; /* at most 3 bytes of an incomplete character are ever held */
-    size_t n_pending;
+    Utf8Hold held;      /* an incomplete character's bytes */
     size_t written;     /* bytes written so far */
     uint8_t last;       /* the last of them */
 } Output;
 
 static void output_bytes(Output *o, const uint8_t *bytes, size_t n) {
     if (n) o->written += n, o->last = bytes[n - 1];
-    for (size_t i = 0; i < n; i++) {
-        uint8_t b = bytes[i];
-        if (o->n_pending > 0 && (b & 0xC0) != 0x80) { /* sequence broken: emit as it is */
-            write_or_die(o->pending, o->n_pending);
-            o->n_pending = 0;
-        }
-        if (o->n_pending == 0 && utf8_length(b) == 1) { write_or_die(&b, 1); continue; }
-        o->pending[o->n_pending++] = b;
-        if (o->n_pending == utf8_length(o->pending[0])) {
-            write_or_die(o->pending, o->n_pending);
-            o->n_pending = 0;
-        }
+    uint8_t whole[1024 + 4];
+    for (size_t at = 0; at < n; at += 1024) {
+        size_t part = n - at < 1024 ? n - at : 1024;
+        write_or_die(whole, utf8_whole(&o->held, bytes + at, part, whole));
     }
     flush_or_die();
 }
 
 static void output_finish(Output *o) {
-    write_or_die(o->pending, o->n_pending);
-    o->n_pending = 0;
+    uint8_t rest[4];
+    write_or_die(rest, utf8_rest(&o->held, rest));
     flush_or_die();
 }
 
@@ -139,6 +131,23 @@ static void printer_finish_sample(Printer *p, int i) {
         if (p->n > 1) output_bytes(&p->out, (const uint8_t *)"\n", 1);
         if (++p->printing < p->n) printer_start_sample(p);
     }
+}
+
+/* A printer as generation's sink: sample i's text, and its end. */
+static int printer_text(Sink *sink, int seq, const uint8_t *bytes, size_t n) {
+    printer_write(sink->context, seq, bytes, n);
+    return 1;
+}
+static void printer_finish(Sink *sink, int seq, Finish why) {
+    (void)why;
+    printer_finish_sample(sink->context, seq);
+}
+static void printer_note(Sink *sink, const char *message) {
+    (void)sink;
+    fprintf(stderr, "note: %s\n", message);
+}
+static Sink printer_sink(Printer *p) {
+    return (Sink){.text = printer_text, .finish = printer_finish, .note = printer_note, .context = p};
 }
 
 static void printer_free(Printer *p) {

@@ -32,7 +32,7 @@
 #include <unistd.h>
 
 #include "attention_page.h"
-#include "chat.h"
+#include "chat_repl.h"
 #include "cli.h"
 #include "engine.h"
 #include "generate.h"
@@ -45,6 +45,24 @@
  * Tool modes: --logits, --attention, --perplexity, --tokenize, --info. Each runs the prompt (or
  * a file) through a Sequence of sequence.h, as generation does. */
 
+/* The command line's: text's tokens, or the error and exit. */
+static uint32_t *encode_or_die(Tokenizer *tok, const uint8_t *text, size_t len, unsigned how, long *n) {
+    Error e;
+    uint32_t *ids = encode_text(tok, text, len, how, n, &e);
+    if (!ids) die("%s", e.message);
+    return ids;
+}
+
+/* A sequence of the model holding ids[0..n), the caches reserved for `positions`, or the error
+ * and exit. */
+static Sequence sequence_or_die(Transformer *t, const uint32_t *ids, long n, long positions) {
+    Error e;
+    Sequence s;
+    if (!reserve_kv_cache(t, positions, &e) || !sequence_holding(&s, t->config.vocab_size, ids, n, &e))
+        die("%s", e.message);
+    return s;
+}
+
 /* --logits: the prompt through the key/value-cache path, logits of every position written as
  * raw little-endian float32, shape (n_prompt, vocab_size); for comparing with PyTorch. */
 static void write_logits(Transformer *t, const uint8_t *text, size_t len, unsigned how, const char *path) {
@@ -54,7 +72,7 @@ static void write_logits(Transformer *t, const uint8_t *text, size_t len, unsign
     if (n > t->config.n_ctx)
         die("the prompt is %ld tokens, longer than the model's context of %d tokens", n, t->config.n_ctx);
     Decoder d = decoder_of(t);
-    Sequence s = sequence_holding(t->config.vocab_size, ids, n);
+    Sequence s = sequence_or_die(t, ids, n, n);
     OutFile out = create_or_die(path);
     while (s.n_cached < n) {
         int T = next_block(&d, &s);
@@ -81,7 +99,7 @@ static void write_attention(Transformer *t, const uint8_t *text, size_t len, uns
     rs->att.record_len = (int)n;
     rs->att.record = calloc_or_die((size_t)c->n_layer * c->n_head * n * n * sizeof(float), "attention");
     Decoder d = decoder_of(t);
-    Sequence s = sequence_holding(t->config.vocab_size, ids, n);
+    Sequence s = sequence_or_die(t, ids, n, n);
     sequence_prefill(&d, &s);
 
     OutFile out = create_or_die(path);
@@ -118,14 +136,16 @@ static void perplexity(Transformer *t, const uint8_t *text, size_t len, unsigned
     if (n < 2) die("--perplexity needs a file of at least %d tokens", 2 - lead - (t->tokenizer.bos_id >= 0));
 
     Decoder d = decoder_of(t);
-    Sequence s = sequence_holding(t->config.vocab_size, NULL, 0);
+    Sequence s = sequence_or_die(t, NULL, 0, c->n_ctx);
+    Error e;
     long stride = c->n_ctx > 1 ? c->n_ctx / 2 : 1, scored_to = 1, n_scored = 0;
     double nll = 0.0;
     for (long begin = 0;; begin += stride) {
         /* inputs ids[begin .. end), each predicting the next token: a sequence of their own */
         long end = begin + c->n_ctx < n - 1 ? begin + c->n_ctx : n - 1;
         sequence_truncate(&d, &s, 0);
-        for (long i = begin; i < end; i++) sequence_push(&s, ids[i]);
+        for (long i = begin; i < end; i++)
+            if (!sequence_push(&s, ids[i], &e)) die("%s", e.message);
         while (s.n_cached < end - begin) {
             long chunk = begin + s.n_cached;
             int T = next_block(&d, &s);
@@ -183,6 +203,33 @@ static void print_tokens(Transformer *t, const uint8_t *text, size_t len, unsign
 }
 
 /* ---------------------------------------------------------------------------------------
+ * Generation: the prompt and what follows on stdout, samples one after the other; the seed,
+ * notes and the timing line on stderr. */
+
+static void generation(const Decoder *d, const uint8_t *prompt, size_t prompt_len, const GenerateOptions *g,
+                       double load_seconds) {
+    int N = g->samples;
+    if (N > 1) fprintf(stderr, "seed: %llu (samples: seeds %llu to %llu)\n", (unsigned long long)g->seed,
+                       (unsigned long long)g->seed, (unsigned long long)(g->seed + (uint64_t)N - 1));
+    else fprintf(stderr, "seed: %llu\n", (unsigned long long)g->seed);
+    if (N > 1 && g->temperature == 0) fprintf(stderr, "note: -t 0 (greedy) makes all %d samples the same\n", N);
+    Printer p;
+    printer_init(&p, N, g->seed, prompt, g->echo ? prompt_len : 0);
+    Sink sink = printer_sink(&p);
+    GenerateStats stats;
+    Error e;
+    if (!generate(d, prompt, prompt_len, g, &sink, &stats, &e)) die("%s", e.message);
+    output_finish(&p.out);
+    if (p.out.written && p.out.last != '\n' && same_terminal()) fputc('\n', stderr);
+    if (stats.context_full)
+        fprintf(stderr, "note: generation reached the end of the context of %d positions (-n -1)\n", d->n_ctx);
+    printer_free(&p);
+    fprintf(stderr, "timing: load %.3f s, prompt %ld tokens %.2f tok/s, generated %ld tokens %.2f tok/s\n",
+            load_seconds, stats.prefilled, stats.prefill_seconds > 0 ? stats.prefilled / stats.prefill_seconds : 0.0,
+            stats.generated, stats.decode_seconds > 0 ? stats.generated / stats.decode_seconds : 0.0);
+}
+
+/* ---------------------------------------------------------------------------------------
  * main(): the command line (cli.h) to the mode it asks for. */
 
 int main(int argc, char **argv) {
@@ -194,7 +241,10 @@ int main(int argc, char **argv) {
 
     check_model_path(o.model_path);
     Transformer transformer;
-    build_transformer(&transformer, o.model_path, o.mode ? 1 : o.gen.samples, o.ctx, o.cache);
+    Error e;
+    if (!build_transformer(&transformer, o.model_path, o.mode ? 1 : o.gen.samples, o.ctx, o.cache, &e))
+        die("%s", e.message);
+    if (transformer.note[0]) fprintf(stderr, "note: %s\n", transformer.note);
     const Config *c = &transformer.config;
     if (transformer.state.block > o.block) transformer.state.block = (int)o.block;
     if (o.info) {
@@ -225,7 +275,7 @@ int main(int argc, char **argv) {
         if (o.gen.keep >= c->n_ctx)
             die("--keep must be between 0 and %d (the context less one), got %ld", c->n_ctx - 1, o.gen.keep);
         Decoder d = decoder_of(&transformer);
-        generate(&d, text, text_len, &o.gen, transformer.load_seconds);
+        generation(&d, text, text_len, &o.gen, transformer.load_seconds);
     }
     free_transformer(&transformer);
     free(text);

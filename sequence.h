@@ -11,7 +11,7 @@
  *   sequence_truncate()  the history cut back to its first n tokens (roll back)
  *   sequence_feed()      the next T pending tokens through the model (one block of a prompt)
  *   sequence_prefill()   every pending token, in blocks: the last one's logits
- *   sequences_step()     the one pending token of each of several sequences at the same
+ *   sequences_step()     the one pending token of each of several sequences, each at its own
  *                        position, in one forward pass (samples decoding together)
  *   sequence_slide()     past the context: the window moves to the last `keep` tokens before
  *                        the pending one, which go through the model again from position 0
@@ -27,7 +27,9 @@
 
 #include "kv_cache.h"
 #include "sampler.h"
+#include "sink.h"
 #include "tokenizer.h"
+#include "utf8.h"
 
 /* The model as the sequences see it. */
 typedef struct {
@@ -35,9 +37,9 @@ typedef struct {
     /* the T tokens at their positions through the model: the logits of the last one, or of every
      * one (all_logits; always with samples), (T, vocab_size) */
     float *(*forward)(void *model, const uint32_t *tokens, int T, Positions at, int all_logits);
-    /* the caches of every sequence, for positions 0..positions-1 (once; else the first forward
-     * pass reserves the whole context) */
-    void (*reserve)(void *model, long positions);
+    /* the caches of every sequence, for positions 0..positions-1, made once before the first
+     * forward pass; 0 with the error when memory runs out */
+    int (*reserve)(void *model, long positions, Error *e);
     KVCache *kv;
     Tokenizer *tokenizer;
     int n_ctx;      /* positions a sequence's cache holds: the run's context */
@@ -64,39 +66,44 @@ typedef struct {
     Sampler sampler;    /* its random stream */
     StopState stop;
     TokenDecoder text;  /* what its tokens print */
+    Utf8Hold held;      /* their bytes not yet passed on: an incomplete UTF-8 character */
     long n_generated;
     int next;           /* the token just drawn */
-    int done;
+    int done;           /* it has finished, for the reason below */
+    Finish finish;
 } Sequence;
 
-/* Sequence seq with room for cap tokens (grown as needed), its sampler not built. */
-static void sequence_init(Sequence *s, int seq, long cap, int vocab_size) {
+/* Sequence seq with room for cap tokens (grown as needed), its sampler not built; 0 with the
+ * error when memory runs out (sequence_free() gives back what was made). */
+static int sequence_init(Sequence *s, int seq, long cap, int vocab_size, Error *e) {
     *s = (Sequence){.seq = seq, .cap = cap > 0 ? cap : 1};
-    s->tokens = calloc_or_die((size_t)s->cap * sizeof(uint32_t), "a sequence's tokens");
-    s->own_logits = calloc_or_die((size_t)vocab_size * sizeof(float), "a sequence's logits");
+    s->tokens = alloc_zeroed((size_t)s->cap * sizeof(uint32_t), "a sequence's tokens", e);
+    s->own_logits = s->tokens ? alloc_zeroed((size_t)vocab_size * sizeof(float), "a sequence's logits", e) : NULL;
     s->logits = s->own_logits;
+    return s->own_logits != NULL;
 }
 
 static void sequence_free(Sequence *s) {
     free(s->tokens);
     free(s->own_logits);
     free_sampler(&s->sampler);
+    memset(s, 0, sizeof *s);
 }
 
-static void sequence_push(Sequence *s, uint32_t token) {
-    if (s->n_tokens == s->cap) {
-        s->tokens = realloc(s->tokens, (size_t)(s->cap *= 2) * sizeof(uint32_t));
-        if (!s->tokens) die("out of memory for a sequence's tokens");
-    }
+static int sequence_push(Sequence *s, uint32_t token, Error *e) {
+    size_t cap = (size_t)s->cap;
+    TRY(grow((void **)&s->tokens, &cap, (size_t)s->n_tokens + 1, sizeof(uint32_t), "a sequence's tokens", e));
+    s->cap = (long)cap;
     s->tokens[s->n_tokens++] = token;
+    return 1;
 }
 
 /* A sequence (cache 0) holding ids[0..n), none of them computed yet. */
-__attribute__((unused)) static Sequence sequence_holding(int vocab_size, const uint32_t *ids, long n) {
-    Sequence s;
-    sequence_init(&s, 0, n, vocab_size);
-    for (long i = 0; i < n; i++) sequence_push(&s, ids[i]);
-    return s;
+__attribute__((unused)) static int sequence_holding(Sequence *s, int vocab_size, const uint32_t *ids, long n, Error *e) {
+    if (!sequence_init(s, 0, n, vocab_size, e)) return 0;
+    if (n) memcpy(s->tokens, ids, (size_t)n * sizeof *ids);
+    s->n_tokens = n;
+    return 1;
 }
 
 /* The positions of s's cache that are computed must be its own: a sequence that read a shared
@@ -119,13 +126,19 @@ static void sequence_truncate(const Decoder *d, Sequence *s, long n) {
 /* The history becomes tokens[0..n), at positions 0... The cached positions whose tokens agree
  * stay computed (causal attention: a position's keys and values depend only on the tokens up to
  * it), except the last token's, whose logits are wanted again. */
-__attribute__((unused)) static void sequence_set(const Decoder *d, Sequence *s, const uint32_t *tokens, long n) {
+__attribute__((unused)) static int sequence_set(const Decoder *d, Sequence *s, const uint32_t *tokens, long n,
+                                                Error *e) {
     long same = 0;
     while (same < s->n_cached && same < n && s->tokens[s->window + same] == tokens[same]) same++;
     if (same == n) same--;
+    size_t cap = (size_t)s->cap;
+    TRY(grow((void **)&s->tokens, &cap, (size_t)n, sizeof(uint32_t), "a sequence's tokens", e));
+    s->cap = (long)cap;
     keep_cached(d, s, s->window ? 0 : same);
-    s->n_tokens = s->window = 0;
-    for (long i = 0; i < n; i++) sequence_push(s, tokens[i]);
+    memcpy(s->tokens, tokens, (size_t)n * sizeof *tokens);
+    s->n_tokens = n;
+    s->window = 0;
+    return 1;
 }
 
 /* The next T pending tokens (T <= d->block) through the model at their positions; the logits
@@ -154,10 +167,13 @@ static float *sequence_prefill(const Decoder *d, Sequence *s) {
     return logits;
 }
 
-/* The one pending token of each of the n sequences s[0..n), all at the same position, in one
- * forward pass; each one's logits are its row of the pass's. seqs: their caches, (n). */
-static void sequences_step(const Decoder *d, Sequence *const *s, const int *seqs, const uint32_t *tokens, int n) {
-    Positions at = {.pos = (int)s[0]->n_cached, .samples = seqs};
+/* The one pending token of each of the n sequences s[0..n), each at its own position, in one
+ * forward pass, each with the arithmetic of a token alone; each one's logits are its row of the
+ * pass's. seqs: their caches, positions: their tokens' positions (s[j]->n_cached), (n) each. */
+static void sequences_step(const Decoder *d, Sequence *const *s, const int *seqs, int *positions, const uint32_t *tokens,
+                           int n) {
+    for (int j = 0; j < n; j++) positions[j] = (int)s[j]->n_cached;
+    Positions at = {.samples = seqs, .positions = positions};
     float *rows = d->forward(d->model, tokens, n, at, 0);
     for (int j = 0; j < n; j++) {
         s[j]->logits = rows + (size_t)j * d->vocab_size;

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* Length a UTF-8 sequence starting with lead byte b should have (1 for anything invalid). */
 static inline size_t utf8_length(uint8_t b) {
@@ -41,6 +42,44 @@ static inline size_t utf8_valid(const uint8_t *s, size_t n) {
     long cp;
     size_t len = utf8_decode(s, n, &cp);
     return cp < 0 ? 0 : len;
+}
+
+/* A stream of bytes passed on in whole characters: an incomplete UTF-8 sequence at the end of
+ * what came so far waits for its continuation bytes (a character split across tokens is passed
+ * on whole); a sequence broken by a byte that cannot continue it is passed on as it is. */
+typedef struct {
+    uint8_t pending[4]; /* at most 3 bytes of an incomplete character are ever held */
+    size_t n;
+} Utf8Hold;
+
+/* in[0..n) after what h holds: the bytes to pass on now into out (room for n + 3), their count
+ * returned; an incomplete tail stays in h. */
+static inline size_t utf8_whole(Utf8Hold *h, const uint8_t *in, size_t n, uint8_t *out) {
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t b = in[i];
+        if (h->n > 0 && (b & 0xC0) != 0x80) { /* sequence broken: passed on as it is */
+            memcpy(out + k, h->pending, h->n);
+            k += h->n;
+            h->n = 0;
+        }
+        if (h->n == 0 && utf8_length(b) == 1) { out[k++] = b; continue; }
+        h->pending[h->n++] = b;
+        if (h->n == utf8_length(h->pending[0])) {
+            memcpy(out + k, h->pending, h->n);
+            k += h->n;
+            h->n = 0;
+        }
+    }
+    return k;
+}
+
+/* At the end of the stream: what h still holds into out (room for 3), as it is. */
+static inline size_t utf8_rest(Utf8Hold *h, uint8_t *out) {
+    size_t k = h->n;
+    memcpy(out, h->pending, k);
+    h->n = 0;
+    return k;
 }
 
 /* Writes code point cp (at most U+10FFFF) as UTF-8 to out, which has room for 4 bytes; returns

@@ -20,9 +20,11 @@ from pathlib import Path
 
 import numpy as np
 
-# name -> (values per block, bytes per block); f16 and bf16 are one value of 2 bytes
-FORMATS = {"q5_0": (32, 22), "q5_1": (32, 24), "q4_k": (256, 144), "q5_k": (256, 176), "q6_k": (256, 210),
-           "f16": (1, 2), "bf16": (1, 2)}
+from weight_types import GGUF_LAYOUT
+
+# name -> (values per block, bytes per block): the types weight_types.py stores as GGUF's blocks;
+# f16 and bf16 are one value of 2 bytes
+FORMATS = GGUF_LAYOUT
 # name -> the byte offsets of each block's binary16 scales (d, and dmin or m), as kernels/types.h's checks
 SCALES = {"q5_0": (0,), "q5_1": (0, 2), "q4_k": (0, 2), "q5_k": (0, 2), "q6_k": (208,)}
 GROUP_MAX_EPS = np.float32(1e-15)  # ggml: a group whose largest magnitude is below this is all zero

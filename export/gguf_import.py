@@ -56,6 +56,7 @@ from gguf_file import (ARRAY, BOOL, FLOAT32, FLOAT64, INTEGER_TYPES, STRING, VAL
 from config import BIAS_ALL, BIAS_ATTN_OUT, BIAS_FFN, BIAS_QKV, GPTConfig, Weights  # noqa: E402
 from progress import Progress  # noqa: E402
 from tokenizer_files import gpt2_byte_decoder  # noqa: E402
+from weight_types import TYPES as WEIGHT_TYPE_LIST  # noqa: E402
 from weight_file import (MATRICES, MAX_STOP, MIXES, QKV_PARTS, RANK_NONE, TOK_BYTE_FALLBACK,  # noqa: E402
                          TOK_DUMMY_PREFIX, TOK_MERGE_PAIRS, TOK_SENTENCEPIECE, TOK_WHOLE_PIECES, TOKEN_BYTE,
                          TOKEN_CONTROL, TOKEN_NORMAL, TOKEN_SPECIAL, TOKEN_UNKNOWN, WEIGHT_TYPES, BlockMatrix,
@@ -263,8 +264,7 @@ def gguf_config(meta: Metadata) -> tuple[str, GPTConfig]:
 
 Matrix = "np.ndarray | QuantizedMatrix | BlockMatrix"  # as read: float32 values, q8_0 / q4_0 numbers, or blocks
 # GGUF's types copied block for block into ours of the same layout
-BLOCK_COPIES = {"Q5_0": "q5_0", "Q5_1": "q5_1", "Q4_K": "q4_k", "Q5_K": "q5_k", "Q6_K": "q6_k", "F16": "f16",
-                "BF16": "bf16"}
+BLOCK_COPIES = {t.gguf: t.name for t in WEIGHT_TYPE_LIST if t.gguf is not None}
 CONVERTED = ("F32", "Q8_0", "Q4_0", *BLOCK_COPIES)
 
 

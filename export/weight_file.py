@@ -24,6 +24,7 @@ from config import (BIAS_ALL, BIAS_ATTN_OUT, BIAS_FFN, BIAS_NORM, BIAS_QKV, GPTC
                     reference_shapes, weights_of)
 import block_formats  # noqa: E402
 from progress import Progress  # noqa: E402
+from weight_types import TYPES  # noqa: E402
 
 if TYPE_CHECKING:  # the PyTorch reference, imported only by read_model
     from model import GPT
@@ -45,10 +46,9 @@ GELU = {"tanh": 0, "erf": 1}
 POS = {"learned": 0, "sinusoidal": 1, "rotary": 2}
 NORM = {"layer": 0, "rms": 1}
 FFN = {"gelu": 0, "swiglu": 1}
-WT_F32, WT_Q8_0, WT_Q4_0 = 0, 1, 2
-# kernels/types.h's WT_*: ours, then GGUF's block and 16-bit formats (block_formats.py)
-WEIGHT_TYPES = {"f32": WT_F32, "q8_0": WT_Q8_0, "q4_0": WT_Q4_0, "q5_0": 3, "q4_k": 4, "q6_k": 5, "q5_k": 6,
-                "q5_1": 7, "f16": 8, "bf16": 9}
+# kernels/types.h's WT_*, from weight_types.py's one list: name -> id
+WEIGHT_TYPES = {t.name: t.id for t in TYPES}
+WT_F32, WT_Q8_0, WT_Q4_0 = WEIGHT_TYPES["f32"], WEIGHT_TYPES["q8_0"], WEIGHT_TYPES["q4_0"]
 # --dtype's mixes: a type per matrix as llama.cpp's llama-quantize chooses it (weight_types_of)
 MIXES = ("q4_k_m", "q5_k_m")
 PRETOK = {"char": 0, "gpt2": 1, "cl100k": 2, "whole": 3, "digits_gpt2": 4, "qwen2": 5}

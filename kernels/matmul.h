@@ -33,21 +33,13 @@
 #include "q8_0.h"
 #include "types.h"
 
-/* The kernels of weight type `type` (kernels/types.h's WT_*), or NULL for an unknown type. */
+/* The kernels of weight type `type` (kernels/types.h's WT_*: each type's name_kernels, from its
+ * WEIGHT_TYPE_LIST), or NULL for an unknown type. */
 static const MatrixKernels *matrix_kernels(int type) {
-    switch (type) {
-    case WT_F32: return &f32_kernels;
-    case WT_Q8_0: return &q8_0_kernels;
-    case WT_Q4_0: return &q4_0_kernels;
-    case WT_Q5_0: return &q5_0_kernels;
-    case WT_Q4_K: return &q4_k_kernels;
-    case WT_Q6_K: return &q6_k_kernels;
-    case WT_Q5_K: return &q5_k_kernels;
-    case WT_Q5_1: return &q5_1_kernels;
-    case WT_F16: return &f16_kernels;
-    case WT_BF16: return &bf16_kernels;
-    default: return NULL;
-    }
+#define KERNELS_OF(ID, name, block, block_bytes) [WT_##ID] = &name##_kernels,
+    static const MatrixKernels *const kernels[WT_COUNT] = {WEIGHT_TYPE_LIST(KERNELS_OF)};
+#undef KERNELS_OF
+    return type >= 0 && type < WT_COUNT ? kernels[type] : NULL;
 }
 
 /* out (T, w->rows) = x (T, w->cols) @ W^T + bias (w->rows, or NULL). separate: the T tokens are

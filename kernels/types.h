@@ -49,11 +49,22 @@
 #include <stdint.h>
 #include <string.h>
 
-enum {
-    WT_F32 = 0, WT_Q8_0 = 1, WT_Q4_0 = 2, /* every file version */
-    WT_Q5_0 = 3, WT_Q4_K = 4, WT_Q6_K = 5, WT_Q5_K = 6, WT_Q5_1 = 7, WT_F16 = 8, WT_BF16 = 9, /* version 4 */
-    WT_COUNT
-};
+/* The one list of weight types, in the order of their ids (WT_ID, the number a weight file
+ * names a tensor's type by): X(ID, name, values per block, bytes per block when the type is
+ * stored in GGUF's blocks, 0 when it is one of ours). Everything per type is derived from it:
+ * the ids below, weight_types[] (each type's name_bytes, name_place, name_row, name_ranges and
+ * name_check), kernels/matmul.h's name_kernels; export/weight_types.py is Python's list, and
+ * tests/test_build.py checks that the two agree. f32, q8_0 and q4_0 are every file version's,
+ * the others version 4's and later. */
+#define WEIGHT_TYPE_LIST(X)                                                                           \
+    X(F32, f32, 1, 0) X(Q8_0, q8_0, QUANT_GROUP, 0) X(Q4_0, q4_0, QUANT_GROUP, 0)                    \
+    X(Q5_0, q5_0, QUANT_GROUP, Q5_0_BYTES) X(Q4_K, q4_k, SUPER_BLOCK, Q4_K_BYTES)                     \
+    X(Q6_K, q6_k, SUPER_BLOCK, Q6_K_BYTES) X(Q5_K, q5_k, SUPER_BLOCK, Q5_K_BYTES)                     \
+    X(Q5_1, q5_1, QUANT_GROUP, Q5_1_BYTES) X(F16, f16, 1, 0) X(BF16, bf16, 1, 0)
+
+#define WEIGHT_TYPE_ID(ID, name, block, block_bytes) WT_##ID,
+enum { WEIGHT_TYPE_LIST(WEIGHT_TYPE_ID) WT_COUNT };
+#undef WEIGHT_TYPE_ID
 
 /* Values per super-block of the k formats (q4_k, q5_k, q6_k), and their 32-value sub-blocks. */
 #define SUPER_BLOCK 256
@@ -361,19 +372,24 @@ static void bf16_row(const Matrix *m, int r, float *out) {
     for (int i = 0; i < m->cols; i++) out[i] = f32_from_bf16(m->halves[(size_t)r * m->cols + i]);
 }
 
-/* Every weight type, by its WT_* id. */
-static const WeightType weight_types[WT_COUNT] = {
-    [WT_F32] = {"f32", 1, f32_bytes, f32_place, f32_row, f32_ranges, 0, NULL},
-    [WT_Q8_0] = {"q8_0", QUANT_GROUP, q8_0_bytes, q8_0_place, q8_0_row, q8_0_ranges, 0, NULL},
-    [WT_Q4_0] = {"q4_0", QUANT_GROUP, q4_0_bytes, q4_0_place, q4_0_row, q4_0_ranges, 0, NULL},
-    [WT_Q5_0] = {"q5_0", QUANT_GROUP, q5_0_bytes, q5_0_place, q5_0_row, q5_0_ranges, Q5_0_BYTES, q5_0_check},
-    [WT_Q4_K] = {"q4_k", SUPER_BLOCK, q4_k_bytes, q4_k_place, q4_k_row, q4_k_ranges, Q4_K_BYTES, q4_k_check},
-    [WT_Q6_K] = {"q6_k", SUPER_BLOCK, q6_k_bytes, q6_k_place, q6_k_row, q6_k_ranges, Q6_K_BYTES, q6_k_check},
-    [WT_Q5_K] = {"q5_k", SUPER_BLOCK, q5_k_bytes, q5_k_place, q5_k_row, q5_k_ranges, Q5_K_BYTES, q5_k_check},
-    [WT_Q5_1] = {"q5_1", QUANT_GROUP, q5_1_bytes, q5_1_place, q5_1_row, q5_1_ranges, Q5_1_BYTES, q5_1_check},
-    [WT_F16] = {"f16", 1, half_bytes, half_place, f16_row, half_ranges, 0, NULL},
-    [WT_BF16] = {"bf16", 1, half_bytes, half_place, bf16_row, half_ranges, 0, NULL},
-};
+/* The types without a block check, and the 16-bit ones' shared layout, under each one's name. */
+#define f32_check NULL
+#define q8_0_check NULL
+#define q4_0_check NULL
+#define f16_check NULL
+#define bf16_check NULL
+#define f16_bytes half_bytes
+#define bf16_bytes half_bytes
+#define f16_place half_place
+#define bf16_place half_place
+#define f16_ranges half_ranges
+#define bf16_ranges half_ranges
+
+/* Every weight type, by its WT_* id (WEIGHT_TYPE_LIST). */
+#define WEIGHT_TYPE_ENTRY(ID, name, block, block_bytes) \
+    [WT_##ID] = {#name, block, name##_bytes, name##_place, name##_row, name##_ranges, block_bytes, name##_check},
+static const WeightType weight_types[WT_COUNT] = {WEIGHT_TYPE_LIST(WEIGHT_TYPE_ENTRY)};
+#undef WEIGHT_TYPE_ENTRY
 
 /* The type with id `type`, or NULL for an id no type has. */
 static inline const WeightType *weight_type(uint32_t type) { return type < WT_COUNT ? &weight_types[type] : NULL; }

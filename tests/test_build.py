@@ -152,3 +152,22 @@ def test_every_arrow_points_down() -> None:
             assert target.exists(), f"{header.relative_to(REPO)} includes {name}, which does not exist"
     loads = re.findall(r'^#include "([^"]+)"', (REPO / "load.h").read_text(), re.M)
     assert [n for n in loads if n.startswith("kernels/")] == ["kernels/types.h"], loads
+
+
+def test_one_list_of_weight_types_in_c_and_python() -> None:
+    """kernels/types.h's WEIGHT_TYPE_LIST and export/weight_types.py's TYPES are the same list:
+    the same names at the same ids, the same values per block, the same bytes per block of the
+    types stored as GGUF's blocks."""
+    import sys
+    sys.path.insert(0, str(REPO / "export"))
+    from weight_types import TYPES
+    text = (REPO / "kernels" / "types.h").read_text()
+    listed = re.search(r"#define WEIGHT_TYPE_LIST\(X\)(.*?)\n\n", text, re.S)
+    assert listed, "kernels/types.h has no WEIGHT_TYPE_LIST"
+    macros = dict(re.findall(r"^#define (\w+) \(?(\d+)", text, re.M))
+    macros.update(QUANT_GROUP="32")
+    value = lambda token: int(macros.get(token, token))  # noqa: E731
+    c_types = [(name, value(block), value(size)) for _, name, block, size in
+               re.findall(r"X\((\w+), (\w+), (\w+), (\w+)\)", listed.group(1))]
+    py_types = [(t.name, t.block, t.block_bytes) for t in TYPES]
+    assert c_types == py_types

@@ -335,7 +335,7 @@ def test_tensors_of_types_not_converted_are_listed() -> None:
             g.tensors[i] = (name, 3, shape, bytes(shape[0] * shape[1] // 32 * 20))
     path = g.write(TMP / "gguf_q4_1.gguf")
     got = one_line_error(lambda: read_gguf_model(path))
-    assert got.endswith("tensors of types not converted (F32, Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, F16, BF16 "
+    assert got.endswith("tensors of types not converted (F32, Q8_0, Q4_0, Q5_0, Q4_K, Q6_K, Q5_K, Q5_1, F16, BF16 "
                         "are): blk.0.ffn_gate.weight (Q4_1), blk.0.ffn_up.weight (Q4_1), blk.0.ffn_down.weight (Q4_1)"), got
 
 

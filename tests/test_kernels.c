@@ -1344,7 +1344,8 @@ int main(void) {
      *   0.909297 - 0.832294) = (-2.234742, 0.077004); cos 0.02 = 0.999800, sin 0.02 = 0.019999:
      *   (2.999400 - 0.079995, 0.059996 + 3.999200) = (2.919405, 4.059196). */
     float *rope_cos, *rope_sin;
-    rotary_tables(&rope_cos, &rope_sin, 3, 4, 10000.0, NULL);
+    Error rope_error;
+    if (!rotary_tables(&rope_cos, &rope_sin, 3, 4, 10000.0, NULL, &rope_error)) die("%s", rope_error.message);
     static const float rope_want[2][4] = {{-1.142640f, 1.922076f, 2.959851f, 4.029800f},
                                           {-2.234742f, 0.077004f, 2.919405f, 4.059196f}};
     for (int pos = 1; pos <= 2; pos++) {

@@ -284,6 +284,26 @@ def test_samples_together_are_bit_identical_to_samples_alone(path: str, weights:
     assert not len(differ), f"{len(differ)} logits differ, first at (step, sample, id) {tuple(differ[0])}"
 
 
+@pytest.mark.parametrize("cache", ["f16", "f32", "q8_0"])
+@pytest.mark.parametrize("weights", ["f32", "odd", "q8", "q4", "llama", "llama_q4", "mixed", "q4_k_m", "narrow_q4_k_m",
+                                     "more_blocks"])
+def test_sequences_at_their_own_positions_step_together_as_alone(weights: str, cache: str) -> None:
+    """Three sequences of different lengths (the prompt's first 100, 97 and 94 tokens, each in
+    its own cache) stepped together through one forward pass, each at its own position, give
+    each the bits it gets stepped alone (tests/trace.c steps:3), every weight type, every cache:
+    what lets a server decode conversations of any lengths together."""
+    m = models()
+    out = TMP / f"steps_{weights}_{cache}.bin"
+    r = subprocess.run([str(binary("trace", "native")), str(m[weights]), str(m["prompt"]), "steps:3", str(out), cache],
+                       capture_output=True, timeout=600)
+    assert r.returncode == 0, r.stderr.decode()
+    together, alone = np.fromfile(out, dtype="<f4").reshape(2, 8, 3, -1)
+    out.unlink()
+    differ = np.argwhere(together != alone)
+    assert not len(differ), f"{len(differ)} logits differ, first at (step, sequence, id) {tuple(differ[0])}"
+    assert not np.array_equal(together[:, 0], together[:, 1])  # the sequences do differ
+
+
 # ---- end to end ----------------------------------------------------------------------------
 
 # Quantized logits of the trained shipped model against its float32 logits: the quantization

@@ -6,9 +6,8 @@
  *   RECORDS: texts, each as a little-endian uint32 byte count then the bytes (any bytes).
  *   stdout: one line per text, its token ids separated by spaces, or "error: WHY" when the
  *   tokenizer refuses the text. With --decode, then a tab and the bytes run prints for those
- *   ids when it generates them with no prompt (take_token), in hexadecimal. */
+ *   ids when it generates them with no prompt (generate.h's take_token), in hexadecimal. */
 #include "../engine.h"
-#include "../generate.h"
 
 int main(int argc, char **argv) {
     int special = 0, decode = 0;
@@ -19,7 +18,8 @@ int main(int argc, char **argv) {
     }
     if (argc < 2) die("usage: tokenize_lines MODEL.bin [--special] [--decode] < RECORDS");
     Transformer t;
-    build_transformer(&t, argv[1], 1, 0, CACHE_F16);
+    Error e;
+    if (!build_transformer(&t, argv[1], 1, 0, CACHE_F16, &e)) die("%s", e.message);
     unsigned how = ENCODE_BOS | (special ? ENCODE_SPECIAL : 0);
     uint8_t *text = NULL;
     uint32_t *ids = NULL;
