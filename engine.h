@@ -46,7 +46,8 @@ typedef struct {
     int rows;        /* most tokens a forward() call takes: max(block, n_seq), n_seq = the
                         sequences with a key/value cache (--samples decoded together) */
     float *x;        /* (rows, n_embd) the residual stream */
-    float *xb;       /* (rows, n_embd) LayerNorm output, then the heads' concatenated outputs */
+    float *xb;       /* (rows, n_embd) the norm's output */
+    float *heads;    /* (rows, n_head head_size) the attention heads' outputs, side by side */
     float *xb2;      /* (rows, n_embd) output of a projection, added to the residual */
     float *qkv;      /* (rows, qkv_dim) query, key and value of each position */
     float *hb;       /* (rows, n_hidden) feed-forward hidden activations */
@@ -93,19 +94,20 @@ static int check_samples_fit(int n_seq, double per_seq, size_t file_size, Error 
  * (reserve_kv_cache), once a run knows how many positions it needs. */
 static int build_state(RunState *s, const Config *c, int n_seq, CacheType cache_type, size_t file_size,
                        unsigned product_types, Error *e) {
-    size_t C = (size_t)c->n_embd, H = (size_t)c->n_hidden, B;
+    size_t C = (size_t)c->n_embd, H = (size_t)c->n_hidden, Q = (size_t)c->n_head * (size_t)c->head_size, B;
     s->block = c->n_ctx < PREFILL_BLOCK ? c->n_ctx : PREFILL_BLOCK;
     s->rows = max_int(s->block, n_seq);
     s->att.slice = attention_scratch_floats(c->n_ctx, c->head_size);
     s->cache_type = cache_type;
     s->n_seq = n_seq;
     /* per sequence: a row of every buffer, its attention scratch and its sampler */
-    s->buffer_bytes = 4.0 * (3 * C + (size_t)c->qkv_dim + 2 * H + (size_t)c->vocab_size) + C +
+    s->buffer_bytes = 4.0 * (3 * C + Q + (size_t)c->qkv_dim + 2 * H + (size_t)c->vocab_size) + C +
                       4.0 * (double)c->n_head * (double)s->att.slice + (double)sampler_bytes(c->vocab_size);
     TRY(check_samples_fit(n_seq, s->buffer_bytes, file_size, e));
     B = (size_t)s->rows;
     if (!(s->x = alloc_zeroed(B * C * sizeof(float), "x", e)) || !(s->xb = alloc_zeroed(B * C * sizeof(float), "xb", e)) ||
         !(s->xb2 = alloc_zeroed(B * C * sizeof(float), "xb2", e)) ||
+        !(s->heads = alloc_zeroed(B * Q * sizeof(float), "the heads' outputs", e)) ||
         !(s->qkv = alloc_zeroed(B * (size_t)c->qkv_dim * sizeof(float), "qkv", e)) ||
         !(s->hb = alloc_zeroed(B * H * sizeof(float), "hb", e)) ||
         (c->ffn == FFN_SWIGLU && !(s->hb2 = alloc_zeroed(B * H * sizeof(float), "hb2", e))) ||
@@ -113,14 +115,16 @@ static int build_state(RunState *s, const Config *c, int n_seq, CacheType cache_
         !(s->att.buffer = alloc_zeroed(attention_jobs(s->block, n_seq, c->n_head) * s->att.slice * sizeof(float),
                                        "attention", e)))
         return 0;
-    if (!matmul_scratch_init(&s->mm, s->rows, C > H ? (int)C : (int)H, product_types) ||
+    size_t widest = C > H ? C : H; /* a product's input row */
+    if (!matmul_scratch_init(&s->mm, s->rows, (int)(widest > Q ? widest : Q), product_types) ||
         (c->qkv_apart && !matmul_scratch_parts(&s->mm, s->rows, c->n_head * c->head_size)))
         return fail(e, "out of memory for the matrix products' buffers");
     return 1;
 }
 
 static void free_state(RunState *s) {
-    free(s->x); free(s->xb); free(s->xb2); free(s->qkv); free(s->hb); free(s->hb2); free(s->logits); free(s->att.buffer);
+    free(s->x); free(s->xb); free(s->xb2); free(s->heads); free(s->qkv); free(s->hb); free(s->hb2); free(s->logits);
+    free(s->att.buffer);
     matmul_scratch_free(&s->mm);
     free_kv_cache(&s->kv);
 }
@@ -154,6 +158,26 @@ static void release_matrix_pages(const Matrix *m) {
     for (int k = 0; k < n; k++) release_mapped(ranges[k].at, ranges[k].bytes);
 }
 
+/* Each rotary layer's tables, one pair per base (a layer of the header's base with the file's
+ * rope_freqs, when it has them), shared by the layers of that base. */
+static int layer_rotary_tables(const Config *c, TransformerWeights *w, Error *e) {
+    if (!(w->rope_tables = alloc_zeroed(2 * (size_t)c->n_layer * sizeof(float *), "rotary tables", e))) return 0;
+    for (int l = 0; l < c->n_layer; l++) {
+        LayerWeights *L = &w->layer[l];
+        if (!L->rotary) continue;
+        for (int k = 0; k < l && !L->rope_cos; k++)
+            if (w->layer[k].rotary && w->layer[k].rope_theta == L->rope_theta)
+                L->rope_cos = w->layer[k].rope_cos, L->rope_sin = w->layer[k].rope_sin;
+        if (L->rope_cos) continue;
+        const float *freqs = L->rope_theta == c->rope_theta ? w->rope_freqs : NULL;
+        float **pair = &w->rope_tables[w->n_rope_tables];
+        TRY(rotary_tables(&pair[0], &pair[1], c->n_ctx, c->head_size, L->rope_theta, freqs, e));
+        w->n_rope_tables += 2;
+        L->rope_cos = pair[0], L->rope_sin = pair[1];
+    }
+    return 1;
+}
+
 /* What generation needs beyond the file: the sinusoid or rotary tables, the run-time buffers
  * and, for the kernels that want it, the weight matrices rearranged once (kernels/matmul.h's
  * prepare_weights). */
@@ -161,8 +185,7 @@ static int build_run(Transformer *t, int n_seq, CacheType cache, Error *e) {
     const Config *c = &t->config;
     TransformerWeights *w = &t->weights;
     if (c->pos_kind == POS_SINUSOIDAL && !(w->wpe = w->sinusoid = sinusoid_table(c->n_ctx, c->n_embd, e))) return 0;
-    if (c->pos_kind == POS_ROTARY)
-        TRY(rotary_tables(&w->rope_cos, &w->rope_sin, c->n_ctx, c->head_size, c->rope_theta, w->rope_freqs, e));
+    if (c->pos_kind == POS_ROTARY) TRY(layer_rotary_tables(c, w, e));
     Matrix **matrices = alloc_zeroed(((size_t)MATRICES_PER_LAYER * c->n_layer + 1) * sizeof(Matrix *), "matrix list", e);
     if (!matrices) return 0;
     int count = product_matrices(c, w, matrices);
@@ -266,14 +289,13 @@ static void norm(const Config *c, float *out, const float *x, const float *weigh
 
 /* Rotary positions: each of the T tokens' query heads and key heads (qkv rows, queries then
  * keys) rotated by the token's position (model.h) */
-static void rotate_queries_keys(const Transformer *t, float *qkv, int T, const Positions *at) {
-    const Config *c = &t->config;
+static void rotate_queries_keys(const Config *c, const LayerWeights *L, float *qkv, int T, const Positions *at) {
     int half = c->head_size / 2, i;
     SPLIT_FOR(T > 1, schedule(static), (i = 0; i < T; i++), {
         float *query = qkv + (size_t)i * c->qkv_dim, *key = query + (size_t)c->n_head * c->head_size;
         size_t row = (size_t)position_of(at, i) * half;
-        rotary(query, c->n_head, c->head_size, t->weights.rope_cos + row, t->weights.rope_sin + row);
-        rotary(key, c->n_kv_head, c->head_size, t->weights.rope_cos + row, t->weights.rope_sin + row);
+        rotary(query, c->n_head, c->head_size, L->rope_cos + row, L->rope_sin + row);
+        rotary(key, c->n_kv_head, c->head_size, L->rope_cos + row, L->rope_sin + row);
     });
 }
 
@@ -297,7 +319,7 @@ static void forward_steps(Transformer *t, const uint32_t *tokens, int T, Positio
     const Config *c = &t->config;
     const TransformerWeights *w = &t->weights;
     RunState *s = &t->state;
-    int C = c->n_embd, H = c->n_hidden, QKV = c->qkv_dim;
+    int C = c->n_embd, H = c->n_hidden, QKV = c->qkv_dim, Q = c->n_head * c->head_size;
     int separate = at.samples != NULL; /* each token with the arithmetic of one alone */
     float *x = s->x;
 
@@ -306,23 +328,23 @@ static void forward_steps(Transformer *t, const uint32_t *tokens, int T, Positio
     SPLIT_FOR(T > 1, schedule(static), (i = 0; i < T; i++), { embed(t, x + (size_t)i * C, tokens[i], position_of(&at, i)); });
 
     for (int l = 0; l < c->n_layer; l++) {
-        const LayerWeights *L = &w->layer[l];
+        const LayerWeights *L = &w->layer[l]; /* its weights, and its row of the layer table */
 
-        /* attention: norm, fused query/key/value projection, rotary positions when the file
+        /* attention: norm, fused query/key/value projection, rotary positions when the layer
          * has them: (T, QKV) rows of n_head queries, then n_kv_head keys and values */
         norm(c, s->xb, x, L->ln_1_weight, L->ln_1_bias, T);
         linear(s, s->qkv, s->xb, &L->c_attn, L->c_attn_bias, T, separate);
         float *query = s->qkv, *key = query + c->n_head * c->head_size, *value = key + c->n_kv_head * c->head_size;
-        if (c->pos_kind == POS_ROTARY) rotate_queries_keys(t, s->qkv, T, &at);
+        if (L->rotary) rotate_queries_keys(c, L, s->qkv, T, &at);
 
         /* causal multi-head attention: each token's keys and values go to its sequence's cache,
          * then each (token, query head) attends over that cache up to its position and writes
-         * its slice of xb */
+         * its slice of heads, (T, n_head head_size) */
         store_keys_values(&s->kv, l, key, value, (size_t)QKV, T, &at);
-        multi_head_attention(&s->kv, l, c->n_head, T, &at, query, QKV, s->xb, C, &s->att);
+        multi_head_attention(&s->kv, l, c->n_head, T, &at, query, QKV, s->heads, Q, &s->att);
 
         /* output projection and residual */
-        linear(s, s->xb2, s->xb, &L->attn_proj, L->attn_proj_bias, T, separate);
+        linear(s, s->xb2, s->heads, &L->attn_proj, L->attn_proj_bias, T, separate);
         residual_add(x, s->xb2, T * C);
 
         /* feed-forward: norm, up projection, GELU (or SwiGLU: times silu of the gate), down

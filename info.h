@@ -51,6 +51,32 @@ static void print_block_design(const Config *c) {
     }
 }
 
+/* "layers 0-2 4-6: attention over the whole context, rotary positions theta 10000", a line per
+ * kind of layer in the layer table (model.h), its layers listed as runs */
+static void print_layer_kinds(const Config *c, const TransformerWeights *w) {
+    for (int l = 0; l < c->n_layer; l++) {
+        const LayerWeights *L = &w->layer[l];
+        int first_of_kind = 1;
+        for (int k = 0; k < l && first_of_kind; k++)
+            first_of_kind = !same_layer_kind(&w->layer[k], L);
+        if (!first_of_kind) continue;
+        int members = 0;
+        for (int a = l; a < c->n_layer; a++) members += same_layer_kind(&w->layer[a], L);
+        printf("layer%s", members > 1 ? "s" : "");
+        for (int a = l; a < c->n_layer; a++) {
+            if (!same_layer_kind(&w->layer[a], L) || (a > l && same_layer_kind(&w->layer[a - 1], L))) continue;
+            int b = a;
+            while (b + 1 < c->n_layer && same_layer_kind(&w->layer[b + 1], L)) b++;
+            if (b > a) printf(" %d-%d", a, b);
+            else printf(" %d", a);
+        }
+        if (L->window) printf(": attention over the last %d positions, ", L->window);
+        else printf(": attention over the whole context, ");
+        if (L->rotary) printf("rotary positions theta %g\n", (double)L->rope_theta);
+        else printf("%s\n", c->pos_kind == POS_ROTARY ? "no rotary positions" : "positions added to the embedding");
+    }
+}
+
 /* "weights: q8_0", or with several types "weights: q4_0 (12 matrices), q8_0 (2)": the types of
  * the matrices (the embedding's and the products'); "; query, key and value apart" after them
  * when the file keeps the three apart. */
@@ -116,6 +142,7 @@ static void print_info(const FileInfo *t, const char *path) {
     if (c->n_ctx != t->file_n_ctx) printf(" (this run: %d)", c->n_ctx);
     printf("\n");
     print_block_design(c);
+    print_layer_kinds(c, t->weights);
     printf("vocab_size %d (padded to %d), norm_eps %g, head %s, ", c->vocab_size, c->vocab_padded, (double)c->norm_eps,
            c->tied_head ? "tied" : "separate");
     print_weight_types(c, t->weights);
@@ -129,6 +156,9 @@ static void print_info(const FileInfo *t, const char *path) {
     if (h->version >= 4)
         printf("%-26s %6s %12llu %12llu\n", "metadata", "", (unsigned long long)h->metadata_offset,
                (unsigned long long)h->metadata_size);
+    if (h->version >= 5)
+        printf("%-26s %6s %12llu %12llu\n", "layer table", "", (unsigned long long)h->layers_offset,
+               (unsigned long long)h->n_layer * LAYER_ROW_SIZE);
     const TensorEntry *table = (const TensorEntry *)(const void *)(t->file->data + h->tensors_offset);
     printf("%-26s %6s %12llu %12llu\n", "tensor table", "", (unsigned long long)h->tensors_offset,
            (unsigned long long)h->n_tensors * sizeof(TensorEntry));

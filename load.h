@@ -35,7 +35,7 @@ typedef struct {
     int n_layer, n_head, n_embd, n_hidden, n_ctx;
     int vocab_size, vocab_padded;
     int n_kv_head;    /* key/value heads: query head h uses h / (n_head / n_kv_head) */
-    int head_size;    /* n_embd / n_head */
+    int head_size;    /* each head's dimensions: the header's (version 5), else n_embd / n_head */
     int qkv_dim;      /* rows of the fused query/key/value projection: (n_head + 2 n_kv_head) head_size */
     int norm;         /* NORM_LAYER or NORM_RMS */
     float norm_eps;
@@ -60,7 +60,7 @@ typedef struct {
     Matrix qkv[3];                /* qkv_apart: (n_head head_size, n_embd) query, (n_kv_head
                                      head_size, n_embd) key and value projections */
     const float *c_attn_bias;     /* (qkv_dim) */
-    Matrix attn_proj;             /* (n_embd, n_embd) attention's output projection */
+    Matrix attn_proj;             /* (n_embd, n_head head_size) attention's output projection */
     const float *attn_proj_bias;  /* (n_embd) */
     const float *ln_2_weight;     /* (n_embd) norm before the feed-forward */
     const float *ln_2_bias;       /* (n_embd) */
@@ -70,6 +70,12 @@ typedef struct {
     const float *c_fc_bias;       /* (n_hidden) */
     Matrix mlp_proj;              /* (n_embd, n_hidden) the down projection */
     const float *mlp_proj_bias;   /* (n_embd) */
+    /* the layer's row of the layer table (model.h): what it need not share with the others */
+    int window;                   /* attention over the last `window` positions; 0: the whole context */
+    int rotary;                   /* rotary positions in this layer */
+    float rope_theta;             /* their base */
+    const float *rope_cos, *rope_sin; /* (n_ctx, head_size / 2) its rotary tables (engine.h builds
+                                         them, one per base), or NULL */
 } LayerWeights;
 
 typedef struct {
@@ -82,7 +88,9 @@ typedef struct {
     Matrix lm_head;            /* (vocab_size, n_embd), the first rows of its (vocab_padded,
                                   n_embd) tensor, or of wte when tied */
     float *sinusoid;           /* owned (n_ctx, n_embd) table that wpe points at, or NULL */
-    float *rope_cos, *rope_sin; /* owned (n_ctx, head_size / 2) rotary tables, or NULL */
+    float **rope_tables;       /* owned: each rotary base's (n_ctx, head_size / 2) cos and sin tables,
+                                  in pairs, that the layers point at */
+    int n_rope_tables;
 } TransformerWeights;
 
 /* The file in memory. */
@@ -162,7 +170,7 @@ static int tensor_list(const Config *c, TransformerWeights *w, TensorSpec *out) 
         LAYER("attn.c_attn.weight", QKV, C, 1, c_attn);
     }
     if (qkv_bias) LAYER("attn.c_attn.bias", 1, QKV, 0, c_attn_bias);
-    LAYER("attn.c_proj.weight", C, C, 1, attn_proj);
+    LAYER("attn.c_proj.weight", C, (uint64_t)c->n_head * (uint64_t)c->head_size, 1, attn_proj);
     if (out_bias) LAYER("attn.c_proj.bias", 1, C, 0, attn_proj_bias);
     LAYER("ln_2.weight", 1, C, 0, ln_2_weight);
     if (norm_bias) LAYER("ln_2.bias", 1, C, 0, ln_2_bias);
@@ -323,7 +331,9 @@ static int load_header(const ModelFile *f, Config *c, Error *e) {
     /* Bounds are generous but keep every count an int and every product checked below. */
     TRY(field("n_layer", h->n_layer, 0, 4096, &c->n_layer, e));
     TRY(field("vocab_size", h->vocab_size, 1, 1u << 24, &c->vocab_size, e));
-    if (c->n_layer == 0) return 1; /* tokenizer-only file */
+    if (c->n_layer == 0) /* tokenizer-only file */
+        return h->version < 5 || h->head_size == 0 ? 1 : fail(e, "model file: a tokenizer-only file has head_size %u, "
+                                                                 "expected 0" HINT, h->head_size);
     TRY(field("n_head", h->n_head, 1, 4096, &c->n_head, e));
     TRY(field("n_embd", h->n_embd, 1, 1u << 20, &c->n_embd, e));
     TRY(field("n_hidden", h->n_hidden, 1, 1u << 22, &c->n_hidden, e));
@@ -364,11 +374,15 @@ static int load_header(const ModelFile *f, Config *c, Error *e) {
             return fail(e, "model file: %s needs n_embd and n_hidden to be multiples of %d, found %d and %d",
                         type->name, type->block, c->n_embd, c->n_hidden);
     }
-    if (c->n_embd % c->n_head)
-        return fail(e, "model file: n_embd %d is not a multiple of n_head %d", c->n_embd, c->n_head);
+    if (h->version >= 5) {
+        TRY(field("head_size", h->head_size, 1, 1u << 16, &c->head_size, e));
+    } else {
+        if (c->n_embd % c->n_head)
+            return fail(e, "model file: n_embd %d is not a multiple of n_head %d", c->n_embd, c->n_head);
+        c->head_size = c->n_embd / c->n_head;
+    }
     if (c->pos_kind == POS_SINUSOIDAL && c->n_embd % 2)
         return fail(e, "model file: sinusoidal positions need an even n_embd, found %d", c->n_embd);
-    c->head_size = c->n_embd / c->n_head;
     c->qkv_dim = (c->n_head + 2 * c->n_kv_head) * c->head_size;
     TRY(float_field("norm_eps", h->norm_eps, 0.0f, 1.0f, "a small positive number", &c->norm_eps, e));
     if (c->pos_kind == POS_ROTARY) {
@@ -404,6 +418,7 @@ static int check_integrity(const ModelFile *f, uint64_t meta_end, Error *e) {
     const FileHeader *h = f->header;
     size_t reserved = h->version == 1   ? offsetof(FileHeader, norm)
                       : h->version < 4 ? offsetof(FileHeader, metadata_offset)
+                      : h->version < 5 ? offsetof(FileHeader, head_size)
                                        : offsetof(FileHeader, reserved);
     for (size_t i = reserved; i < HEADER_SIZE; i++)
         if (f->data[i]) return fail(e, "model file: reserved header byte %zu is not zero (corrupted?)", i);
@@ -436,12 +451,50 @@ static float *sinusoid_table(int n_ctx, int n_embd, Error *e) {
     return pe;
 }
 
+/* Whether two layers' rows of the layer table say the same. */
+static int same_layer_kind(const LayerWeights *a, const LayerWeights *b) {
+    return a->window == b->window && a->rotary == b->rotary && a->rope_theta == b->rope_theta;
+}
+
+/* Each layer's row of the layer table (version 5), checked, into its LayerWeights; a file before
+ * version 5 reads as every layer whole-context, rotary as the header says, with its base. */
+static int load_layers(const ModelFile *f, const Config *c, TransformerWeights *w, Error *e) {
+    const FileHeader *h = f->header;
+    if (!(w->layer = alloc_zeroed((size_t)c->n_layer * sizeof(LayerWeights), "layers", e))) return 0;
+    for (int l = 0; l < c->n_layer; l++) {
+        LayerWeights *L = &w->layer[l];
+        if (h->version < 5) {
+            L->rotary = c->pos_kind == POS_ROTARY;
+            L->rope_theta = L->rotary ? c->rope_theta : 0.0f;
+            continue;
+        }
+        LayerRow row;
+        memcpy(&row, f->data + h->layers_offset + (uint64_t)l * LAYER_ROW_SIZE, sizeof row);
+        for (int k = 0; k < 5; k++)
+            if (row.reserved[k]) return fail(e, "model file: layer %d's row has reserved bytes that are not zero" HINT, l);
+        if (row.window)
+            return fail(e, "model file: layer %d attends over a window of %u positions: this program computes "
+                        "attention over the whole context only" HINT, l, row.window);
+        if (row.rotary > 1 || (row.rotary && c->pos_kind != POS_ROTARY))
+            return fail(e, "model file: layer %d's rotary is %u, expected %s" HINT, l, row.rotary,
+                        c->pos_kind == POS_ROTARY ? "0 or 1" : "0 (the file's positions are not rotary)");
+        if (row.rotary && !(row.rope_theta > 0.0f && row.rope_theta < INFINITY))
+            return fail(e, "model file: layer %d's rope_theta is %g, expected a finite number above 0" HINT, l,
+                        (double)row.rope_theta);
+        if (!row.rotary && (row.rope_theta != 0.0f || signbit(row.rope_theta)))
+            return fail(e, "model file: layer %d has no rotary positions but a rope_theta of %g" HINT, l,
+                        (double)row.rope_theta);
+        L->window = (int)row.window;
+        L->rotary = (int)row.rotary;
+        L->rope_theta = row.rope_theta;
+    }
+    return 1;
+}
+
 /* Each table entry checked against the one the header implies (its name, type, size and place
  * in the file) and its weights pointed at. */
 static int load_tensors(const ModelFile *f, Config *c, TransformerWeights *w, Error *e) {
     const FileHeader *h = f->header;
-    w->layer = alloc_zeroed((size_t)c->n_layer * sizeof(LayerWeights), "layers", e);
-    if (!w->layer) return 0;
     TensorSpec specs[MAX_TENSORS];
     TableOrder order;
     uint64_t n = table_order(&order, c, specs, tensor_list(c, w, specs), h->version);
@@ -509,6 +562,17 @@ static int check_sections(const ModelFile *f, Error *e) {
         TRY(check_range("metadata section", h->metadata_offset, h->metadata_size, f->size, e));
         end = h->metadata_offset + h->metadata_size;
         before = "the metadata section";
+    }
+    if (h->version >= 5 && h->n_layer > 0) {
+        if (h->layers_offset % TENSOR_ALIGN || h->layers_offset < end)
+            return fail(e, "model file: layer table offset %llu must be %u-aligned and after %s (ends at %llu)",
+                        (unsigned long long)h->layers_offset, TENSOR_ALIGN, before, (unsigned long long)end);
+        TRY(check_range("layer table", h->layers_offset, (uint64_t)h->n_layer * LAYER_ROW_SIZE, f->size, e));
+        end = h->layers_offset + (uint64_t)h->n_layer * LAYER_ROW_SIZE;
+        before = "the layer table";
+    } else if (h->version >= 5 && h->layers_offset != 0) {
+        return fail(e, "model file: a tokenizer-only file has a layer table offset of %llu, expected 0",
+                    (unsigned long long)h->layers_offset);
     }
     if (h->tensors_offset % TENSOR_ALIGN)
         return fail(e, "model file: tensor table offset %llu is not %u-byte aligned",
@@ -606,7 +670,7 @@ static int load_model_file(ModelFile *f, const uint8_t *data, size_t size, Confi
         if (h->n_tensors != 0) return fail(e, "model file: a tokenizer-only file lists %u tensors", h->n_tensors);
         return 1;
     }
-    return load_tensors(f, c, w, e);
+    return load_layers(f, c, w, e) && load_tensors(f, c, w, e);
 }
 
 /* The file at path, mapped read-only with its pages read in now (MAP_POPULATE) rather than at
@@ -665,8 +729,8 @@ static int rotary_tables(float **cos_out, float **sin_out, int n_ctx, int head_s
 static void free_model_file(ModelFile *f, TransformerWeights *w) {
     free(w->layer);
     free(w->sinusoid);
-    free(w->rope_cos);
-    free(w->rope_sin);
+    for (int k = 0; k < w->n_rope_tables; k++) free(w->rope_tables[k]);
+    free(w->rope_tables);
     if (f->mapped) munmap((void *)f->data, f->size);
     memset(w, 0, sizeof *w);
     memset(f, 0, sizeof *f);

@@ -7,6 +7,7 @@
  *   0                   256                   FileHeader (field table below)
  *   tokenizer_offset    tokenizer_size        tokenizer section (layout below), 64-aligned
  *   metadata_offset     metadata_size         metadata section (version 4, below), 64-aligned
+ *   layers_offset       n_layer * 32          layer table: LayerRow per layer (version 5), 64-aligned
  *   tensors_offset      n_tensors * 64        tensor table: TensorEntry per tensor, 64-aligned
  *   entry.offset        entry.size            each tensor's data, 64-aligned, in table order
  *   file_size                                 end of file (the loader checks the real size)
@@ -16,12 +17,13 @@
  * and its bias 1 as BIAS_ALL: GPT-2's block, as it always was. Version 3 added the tokenizer
  * section's second part (below); its header is version 2's. Version 4 gives each tensor its own
  * weight type and entry (the table below), adds the metadata section and the tokenizer's stop
- * set.
+ * set. Version 5 gives the head size and the layer table (what may differ per layer).
  *   0   magic          "GPTC" (bytes 47 50 54 43)
  *   4   version        MODEL_VERSION (1 to 3 are read too); the loader names the versions it reads
  *   8   header_size    256
  *   12  n_layer        transformer layers; 0 = tokenizer-only file (`run --tokenize` only)
- *   16  n_head         query heads per layer; head_size = n_embd / n_head
+ *   16  n_head         query heads per layer; head_size from byte 148 (before version 5:
+ *                      n_embd / n_head)
  *   20  n_embd         residual stream width C
  *   24  n_hidden       feed-forward width H (4*C in GPT-2)
  *   28  n_ctx          context length: most positions one sequence can have
@@ -67,7 +69,21 @@
  *                      tensors of their own types (attn.q.weight, attn.k.weight, attn.v.weight:
  *                      a GGUF's, or llama.cpp's mixes, give the value projection more bits), in
  *                      place of the fused attn.c_attn.weight; their rows are its rows, in order
- *   148 reserved, zero up to byte 256 (from 144 in version 4 before qkv_apart, 128 before it)
+ *   148 head_size      version 5: each head's query, key and value dimensions, even with rotary
+ *                      positions; n_head head_size need not be n_embd (Qwen3-0.6B: 1024 wide,
+ *                      16 heads of 128; Gemma 3 1B: 1152, 4 heads of 256)
+ *   152 layers_offset  8 bytes, version 5: the layer table, after the metadata section and
+ *                      before the tensor table; the checksum covers it
+ *   160 reserved, zero up to byte 256 (from 148 in version 4, from 128 in versions 2 and 3)
+ *
+ * Layer table (version 5): a LayerRow of 32 bytes per layer, in order, for what a model's
+ * layers need not share: window (the attention of a position sees the last `window`
+ * positions, itself included; 0 = every earlier one, the only kind run computes today), rotary
+ * (1 = rotary positions in this layer, only in a POS_ROTARY file; 0 = none, as SmolLM3's every
+ * fourth layer) and rope_theta (that layer's base: Gemma 3's local and global layers differ;
+ * the file's rope_freqs tensor, when it has one, replaces the frequencies of the layers whose
+ * base is the header's rope_theta), then zero bytes for what a later version adds. A file before
+ * version 5 reads as every layer whole-context, rotary as the header says, with its base.
  *
  * Rotary positions (RoPE, Su et al. 2021, "RoFormer", section 3.4.2): after the query/key/value
  * projection, each head's query and key are rotated by their position p, dimensions (2i, 2i+1)
@@ -153,7 +169,7 @@
  *       attn.k.weight (n_kv_head head_size, C)  the key projection
  *       attn.v.weight (n_kv_head head_size, C)  the value projection
  *     [attn.c_attn.bias (QKV)]                BIAS_QKV
- *     attn.c_proj.weight (C, C)               attention's output projection
+ *     attn.c_proj.weight (C, n_head head_size)   attention's output projection
  *     [attn.c_proj.bias (C)]                  BIAS_ATTN_OUT
  *     ln_2.weight (C), [ln_2.bias (C)]        the norm before the feed-forward; BIAS_NORM
  *     [mlp.gate.weight (H, C)]                FFN_SWIGLU: the gate
@@ -184,10 +200,11 @@
 
 #include "kernels/types.h" /* WT_*, GELU_*: the weight types and GELU's forms */
 
+#define LAYER_ROW_SIZE 32u
 #define MODEL_MAGIC 0x43545047u /* "GPTC" read as a little-endian uint32 */
-#define MODEL_VERSION 4u /* and 3 (one weight type, stacked tensors, no metadata or stop set), 2
-                            (its tokenizer section without the second part), 1 (no header fields
-                            from byte 108) */
+#define MODEL_VERSION 5u /* and 4 (no head_size, no layer table), 3 (one weight type, stacked
+                            tensors, no metadata or stop set), 2 (its tokenizer section without
+                            the second part), 1 (no header fields from byte 108) */
 #define HEADER_SIZE 256u
 #define TENSOR_ALIGN 64u
 #define TENSOR_NAME_LEN 40    /* version 4; 48 before, over what is now the type */
@@ -211,8 +228,18 @@ typedef struct {
     uint32_t rope_freqs;
     uint64_t metadata_offset, metadata_size; /* version 4 */
     uint32_t qkv_apart;                      /* version 4 */
-    uint8_t reserved[HEADER_SIZE - 148];
+    uint32_t head_size;                      /* version 5 */
+    uint64_t layers_offset;                  /* version 5 */
+    uint8_t reserved[HEADER_SIZE - 160];
 } FileHeader;
+
+/* A row of the layer table (version 5): what may differ from one layer to the next. */
+typedef struct {
+    uint32_t window;      /* attention over the last `window` positions, 0: the whole context */
+    uint32_t rotary;      /* 1: rotary positions in this layer (POS_ROTARY files), 0: none */
+    float rope_theta;     /* with rotary: this layer's base, finite and > 0; else 0 */
+    uint32_t reserved[5]; /* zero */
+} LayerRow;
 
 typedef struct {
     char name[TENSOR_NAME_LEN];
@@ -223,8 +250,10 @@ typedef struct {
 
 _Static_assert(sizeof(FileHeader) == HEADER_SIZE, "FileHeader must be 256 bytes");
 _Static_assert(offsetof(FileHeader, norm) == 108 && offsetof(FileHeader, rope_freqs) == 124 &&
-               offsetof(FileHeader, metadata_size) == 136 && offsetof(FileHeader, qkv_apart) == 144,
+               offsetof(FileHeader, metadata_size) == 136 && offsetof(FileHeader, qkv_apart) == 144 &&
+               offsetof(FileHeader, head_size) == 148 && offsetof(FileHeader, layers_offset) == 152,
                "model.h's byte table");
+_Static_assert(sizeof(LayerRow) == 32, "a layer table row is 32 bytes");
 _Static_assert(sizeof(TensorEntry) == 64, "TensorEntry must be 64 bytes");
 
 #endif

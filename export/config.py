@@ -40,6 +40,10 @@ class GPTConfig:
     n_kv_head: int = 0           # key/value heads; 0: as many as n_head
     rope_theta: float = 10000.0  # rotary positions' base
     rope_freqs: list | None = None  # rotary frequencies given by the file (head_size / 2), or None
+    head_dim: int = 0            # each head's dimensions; 0: n_embd // n_head
+    layers: list | None = None   # per layer, what may differ (model.h's layer table): dicts of window
+                                 # (0: the whole context), rotary (bool), rope_theta; None: every layer
+                                 # whole-context, rotary as pos says, with rope_theta
 
     def __post_init__(self) -> None:
         if isinstance(self.bias, bool):
@@ -49,14 +53,32 @@ class GPTConfig:
 
     @property
     def head_size(self) -> int:
-        return self.n_embd // self.n_head
+        return self.head_dim or self.n_embd // self.n_head
+
+    def layer_rows(self) -> list[dict]:
+        """Each layer's row of the layer table, the defaults filled in."""
+        rotary = self.pos == "rotary"
+        default = {"window": 0, "rotary": rotary, "rope_theta": self.rope_theta if rotary else 0.0}
+        rows = [{**default, **row} for row in (self.layers if self.layers is not None else [{}] * self.n_layer)]
+        return [{**row, "rope_theta": row["rope_theta"] if row["rotary"] else 0.0} for row in rows]
+
+    def rows_are_default(self) -> bool:
+        """Whether a file before version 5 (no head size, no layer table) describes this block."""
+        return self.head_size * self.n_head == self.n_embd and self.n_embd % self.n_head == 0 and \
+            all(row == self.layer_rows()[0] for row in self.layer_rows()) and \
+            self.layer_rows()[0]["rope_theta"] == (self.rope_theta if self.pos == "rotary" else 0.0) and \
+            not self.layer_rows()[0]["window"]
 
     def has_bias(self, part: int) -> bool:
         return bool(self.bias & part)
 
     def check(self) -> None:
-        assert self.n_embd % self.n_head == 0, "n_embd must be a multiple of n_head"
+        assert self.head_dim or self.n_embd % self.n_head == 0, "n_embd must be a multiple of n_head"
         assert self.n_head % self.n_kv_head == 0, "n_head must be a multiple of n_kv_head"
+        assert self.layers is None or len(self.layers) == self.n_layer, "a layer table row per layer"
+        for row in self.layer_rows():
+            assert row["window"] == 0, "attention windows are not run yet"
+            assert not row["rotary"] or (self.pos == "rotary" and row["rope_theta"] > 0), "rotary layers need a base"
         assert self.vocab_padded >= self.vocab_size
         assert self.gelu in ("tanh", "erf") and self.pos in ("learned", "sinusoidal", "rotary")
         assert self.norm in ("layer", "rms") and self.ffn in ("gelu", "swiglu") and 0 <= self.bias <= BIAS_ALL

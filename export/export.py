@@ -345,12 +345,13 @@ def llama_config(conf: dict, arch: str, where: str) -> GPTConfig:
         refuse("sliding_window", f"is {conf['sliding_window']}, less than the context {n_ctx} (sliding-window attention)")
     n_embd, n_head = int(number("hidden_size")), int(number("num_attention_heads"))
     n_kv_head = int(number("num_key_value_heads", n_head))
-    if n_head <= 0 or n_embd % n_head or n_kv_head <= 0 or n_head % n_kv_head:
+    head_dim = int(number("head_dim")) if conf.get("head_dim") is not None else 0  # its own, or hidden / heads
+    if n_head <= 0 or (not head_dim and n_embd % n_head) or n_kv_head <= 0 or n_head % n_kv_head:
         raise ExportError(f"{where}: hidden_size {n_embd}, num_attention_heads {n_head} and num_key_value_heads "
                           f"{n_kv_head} do not divide")
-    head_size = n_embd // n_head
-    if conf.get("head_dim") is not None and number("head_dim") != head_size:
-        refuse("head_dim", f"is {conf['head_dim']}, not hidden_size / num_attention_heads = {head_size}")
+    if head_dim < 0 or head_dim % 2 or head_dim > 1 << 16:
+        raise ExportError(f"{where}: head_dim is {head_dim}, expected an even number from 2 to 65536")
+    head_size = head_dim or n_embd // n_head
     theta = float(number("rope_theta", 10000.0))
     freqs = None
     scaling = conf.get("rope_scaling")
@@ -370,7 +371,8 @@ def llama_config(conf: dict, arch: str, where: str) -> GPTConfig:
     return GPTConfig(n_layer=int(number("num_hidden_layers")), n_head=n_head, n_embd=n_embd,
                      n_hidden=int(number("intermediate_size")), n_ctx=n_ctx, ln_eps=float(number("rms_norm_eps", 1e-6)),
                      bias=bias, pos="rotary", norm="rms", ffn="swiglu", n_kv_head=n_kv_head, rope_theta=theta,
-                     rope_freqs=freqs, tied_head=bool(conf.get("tie_word_embeddings", False)))
+                     rope_freqs=freqs, tied_head=bool(conf.get("tie_word_embeddings", False)),
+                     head_dim=head_dim if head_dim != n_embd // n_head or n_embd % n_head else 0)
 
 
 def take(sd: dict, key: str, where: str) -> np.ndarray:

@@ -4,8 +4,9 @@ llama.cpp computes with, kept.
 Architectures: llama (Llama 2 and 3, TinyLlama, SmolLM, SmolLM2, Mistral without a sliding window
 that bites), qwen2 (Qwen2, Qwen2.5) and gpt2, from their {arch}.* keys. Any other architecture,
 and any setting run.c does not run (rope scaling other than Llama 3's, a sliding window shorter
-than the context, mixture of experts, a head size other than n_embd / n_head, partial rotary
-positions), is refused naming the key.
+than the context, mixture of experts, values of another size than keys, partial rotary
+positions), is refused naming the key. A head size of the model's own (attention.key_length) is
+kept: format version 5 has one.
 
 The converters' conventions, undone where ours differ (model.h is our side):
   - llama's query and key rows are already in adjacent rotary pairs (llama.cpp's converter
@@ -214,13 +215,16 @@ def gguf_config(meta: Metadata) -> tuple[str, GPTConfig]:
     n_hidden = meta.integer(f"{arch}.feed_forward_length", low=1, high=1 << 22, per_layer=n_layer)
     n_head = meta.integer(f"{arch}.attention.head_count", low=1, high=4096, per_layer=n_layer)
     n_kv_head = meta.integer(f"{arch}.attention.head_count_kv", n_head, low=1, high=4096, per_layer=n_layer)
-    if n_embd % n_head or n_head % n_kv_head:
-        raise meta.fail(f"{arch}.embedding_length {n_embd}, attention.head_count {n_head} and head_count_kv "
-                        f"{n_kv_head} do not divide")
-    head_size = n_embd // n_head
-    for key in (f"{arch}.attention.key_length", f"{arch}.attention.value_length"):
-        if key in meta and meta.integer(key, high=1 << 20) != head_size:
-            raise refuse(key, f"is {meta.integer(key, high=1 << 20)}, not embedding_length / head_count = {head_size}")
+    key_length, value_length = f"{arch}.attention.key_length", f"{arch}.attention.value_length"
+    head_dim = meta.integer(key_length, 0, low=2, high=1 << 16)  # its own, or embedding_length / head_count
+    if value_length in meta and meta.integer(value_length, high=1 << 16) != (head_dim or n_embd // n_head):
+        raise refuse(value_length, f"is {meta.integer(value_length, high=1 << 16)}, not the key length "
+                                   f"{head_dim or n_embd // n_head} (values of another size than keys)")
+    if (not head_dim and n_embd % n_head) or n_head % n_kv_head or head_dim % 2:
+        raise meta.fail(f"{arch}.embedding_length {n_embd}, attention.head_count {n_head}, head_count_kv "
+                        f"{n_kv_head} and key_length {head_dim} do not divide")
+    head_size = head_dim or n_embd // n_head
+    head_dim = head_dim if head_dim != n_embd // n_head or n_embd % n_head else 0
     for key in (f"{arch}.expert_count", f"{arch}.expert_used_count"):
         if key in meta and meta.integer(key, high=1 << 20, per_layer=n_layer):
             raise refuse(key, f"is {meta.integer(key, high=1 << 20, per_layer=n_layer)} (mixture of experts)")
@@ -236,7 +240,7 @@ def gguf_config(meta: Metadata) -> tuple[str, GPTConfig]:
     if arch == "gpt2":
         return arch, GPTConfig(n_layer=n_layer, n_head=n_head, n_embd=n_embd, n_hidden=n_hidden, n_ctx=n_ctx,
                                ln_eps=meta.number("gpt2.attention.layer_norm_epsilon"), gelu="tanh", bias=BIAS_ALL,
-                               pos="learned", norm="layer", ffn="gelu", n_kv_head=n_kv_head)
+                               pos="learned", norm="layer", ffn="gelu", n_kv_head=n_kv_head, head_dim=head_dim)
 
     rotary = f"{arch}.rope.dimension_count"
     if rotary in meta and meta.integer(rotary, high=1 << 20) != head_size:
@@ -257,7 +261,7 @@ def gguf_config(meta: Metadata) -> tuple[str, GPTConfig]:
         raise meta.fail(f"key '{arch}.rope.freq_base' is {theta}, not positive")
     return arch, GPTConfig(n_layer=n_layer, n_head=n_head, n_embd=n_embd, n_hidden=n_hidden, n_ctx=n_ctx,
                            ln_eps=meta.number(f"{arch}.attention.layer_norm_rms_epsilon"), bias=0, pos="rotary",
-                           norm="rms", ffn="swiglu", n_kv_head=n_kv_head, rope_theta=theta)
+                           norm="rms", ffn="swiglu", n_kv_head=n_kv_head, rope_theta=theta, head_dim=head_dim)
 
 
 # ---- the tensors --------------------------------------------------------------------------------

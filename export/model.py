@@ -118,8 +118,8 @@ class CausalSelfAttention(nn.Module):
         hs = c.head_size
         qkv = (c.n_head + 2 * c.n_kv_head) * hs  # n_head queries, then n_kv_head keys and values
         self.c_attn = nn.Linear(c.n_embd, qkv, bias=c.has_bias(BIAS_QKV))
-        self.c_proj = nn.Linear(c.n_embd, c.n_embd, bias=c.has_bias(BIAS_ATTN_OUT))
-        self.n_head, self.n_kv_head, self.rotary = c.n_head, c.n_kv_head, c.pos == "rotary"
+        self.c_proj = nn.Linear(c.n_head * hs, c.n_embd, bias=c.has_bias(BIAS_ATTN_OUT))
+        self.n_head, self.n_kv_head, self.head_size = c.n_head, c.n_kv_head, hs
         mask = torch.tril(torch.ones(c.n_ctx, c.n_ctx, dtype=torch.bool))
         self.register_buffer("mask", mask.view(1, 1, c.n_ctx, c.n_ctx), persistent=False)
         self.last_att: torch.Tensor | None = None  # [B, n_head, T, T] when keep_att is set
@@ -128,12 +128,12 @@ class CausalSelfAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, rope: tuple | None = None) -> torch.Tensor:  # [B, T, C] -> [B, T, C]
         B, T, C = x.shape
-        hs = C // self.n_head
-        query, key, value = self.c_attn(x).split([C, self.n_kv_head * hs, self.n_kv_head * hs], dim=2)
+        hs = self.head_size
+        query, key, value = self.c_attn(x).split([self.n_head * hs, self.n_kv_head * hs, self.n_kv_head * hs], dim=2)
         query = query.view(B, T, self.n_head, hs).transpose(1, 2)  # [B, n_head, T, hs]
         key = key.view(B, T, self.n_kv_head, hs).transpose(1, 2)   # [B, n_kv_head, T, hs]
         value = value.view(B, T, self.n_kv_head, hs).transpose(1, 2)
-        if self.rotary:
+        if rope is not None:  # this layer's rotary positions (None: the layer has none)
             query, key = rotate(query, *rope), rotate(key, *rope)
         if self.cache == "f16":  # run.c's binary16 cache: keys and values rounded to nearest even
             key, value = key.half().float(), value.half().float()
@@ -150,7 +150,7 @@ class CausalSelfAttention(nn.Module):
         att = F.softmax(scores, dim=-1)  # attention weights; masked positions get exactly 0
         if self.keep_att:
             self.last_att = att.detach()
-        y = (att @ value).transpose(1, 2).contiguous().view(B, T, C)  # heads side by side
+        y = (att @ value).transpose(1, 2).contiguous().view(B, T, self.n_head * hs)  # heads side by side
         return self.c_proj(y)
 
 
@@ -204,10 +204,20 @@ class GPT(nn.Module):
             self.transformer["wpe"] = nn.Embedding(c.n_ctx, c.n_embd)
         elif c.pos == "sinusoidal":
             self.register_buffer("sinusoid", sinusoid_table(c.n_ctx, c.n_embd), persistent=False)
-        else:
-            cos, sin = rotary_tables(c.n_ctx, c.head_size, c.rope_theta, c.rope_freqs)
-            self.register_buffer("rope_cos", cos, persistent=False)
-            self.register_buffer("rope_sin", sin, persistent=False)
+        else:  # each rotary layer's tables, one pair per base (the file's frequencies for the header's)
+            self.rope_of = []  # per layer: the index of its pair of tables, or None
+            bases: list[float] = []
+            for row in c.layer_rows():
+                if not row["rotary"]:
+                    self.rope_of.append(None)
+                    continue
+                if row["rope_theta"] not in bases:
+                    base = row["rope_theta"]
+                    cos, sin = rotary_tables(c.n_ctx, c.head_size, base, c.rope_freqs if base == c.rope_theta else None)
+                    self.register_buffer(f"rope_cos_{len(bases)}", cos, persistent=False)
+                    self.register_buffer(f"rope_sin_{len(bases)}", sin, persistent=False)
+                    bases.append(base)
+                self.rope_of.append(bases.index(row["rope_theta"]))
         self.lm_head = nn.Linear(c.n_embd, c.vocab_padded, bias=False)
         if c.tied_head:
             self.lm_head.weight = self.transformer.wte.weight
@@ -258,12 +268,12 @@ class GPT(nn.Module):
         B, T = idx.shape
         assert T <= self.config.n_ctx, f"sequence of {T} is longer than the context {self.config.n_ctx}"
         x = self.transformer.wte(idx)  # token embedding
-        rope = None
-        if self.config.pos == "rotary":  # rotary positions enter each layer's queries and keys
-            rope = (self.rope_cos[:T], self.rope_sin[:T])
-        else:                            # the others are added here
+        rotary = self.config.pos == "rotary"
+        if not rotary:  # positions added here; rotary ones enter each rotary layer's queries and keys
             x = x + self.positions(T)
-        for block in self.transformer.h:
+        for layer, block in enumerate(self.transformer.h):
+            pair = self.rope_of[layer] if rotary else None
+            rope = None if pair is None else (getattr(self, f"rope_cos_{pair}")[:T], getattr(self, f"rope_sin_{pair}")[:T])
             x = block(x, rope)
         return self.transformer.ln_f(x)
 

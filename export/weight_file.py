@@ -32,9 +32,11 @@ if TYPE_CHECKING:  # the PyTorch reference, imported only by read_model
 # ---- constants (model.h) -------------------------------------------------------------------
 
 MAGIC = 0x43545047  # "GPTC" read as a little-endian uint32
-VERSION = 4         # written; 3 is written too (for the tests of older files), and 1 to 3 read:
-                    # 3 (one weight type, stacked tensors), 2 (tokenizer section without its second
-                    # part), 1 (GPT-2's block only, no header fields from byte 108)
+VERSION = 5         # written; 4 and 3 are written too (for the tests of older files), and 1 to 4 read:
+                    # 4 (no head size, no layer table), 3 (one weight type, stacked tensors), 2
+                    # (tokenizer section without its second part), 1 (GPT-2's block only, no header
+                    # fields from byte 108)
+LAYER_ROW = struct.Struct("<IIf20x")  # the layer table's row: window, rotary, rope_theta, then zeros
 HEADER_SIZE = 256
 ALIGN = 64          # TENSOR_ALIGN: the tokenizer and metadata sections, the tensor table and each tensor start so
 TENSOR_NAME_LEN = 40  # version 4; 48 before, over the type
@@ -67,10 +69,11 @@ HEADER_FIELDS = [
     ("tokenizer_size", "Q"), ("tensors_offset", "Q"), ("file_size", "Q"), ("meta_crc32", "I"),
     ("norm", "I"), ("ffn", "I"), ("n_kv_head", "I"), ("rope_theta", "f"), ("rope_freqs", "I"),  # version 2
     ("metadata_offset", "Q"), ("metadata_size", "Q"), ("qkv_apart", "I"),  # version 4
+    ("head_size", "I"), ("layers_offset", "Q"),  # version 5
 ]
 HEADER_FORMAT = "<" + "".join(code for _, code in HEADER_FIELDS)
 CRC_OFFSET = struct.calcsize("<" + "".join(code for _, code in HEADER_FIELDS[:22]))  # meta_crc32
-assert CRC_OFFSET == 104 and struct.calcsize(HEADER_FORMAT) == 148
+assert CRC_OFFSET == 104 and struct.calcsize(HEADER_FORMAT) == 160 and LAYER_ROW.size == 32
 
 
 from output_files import ExportError, write_output  # noqa: E402
@@ -563,7 +566,7 @@ def align(n: int) -> int:
 
 def qkv_rows(c: GPTConfig) -> list[int]:
     """The rows of the query, key and value projections in the fused one."""
-    hs = c.n_embd // c.n_head
+    hs = c.head_size
     return [c.n_head * hs, c.n_kv_head * hs, c.n_kv_head * hs]
 
 
@@ -687,11 +690,18 @@ def file_layout(c: GPTConfig | None, tok: TokenizerData, table: list[tuple[str, 
     """The pieces (offset, bytes) and size of a file whose tensor table is `table`: (entry name,
     weight type, the tensor's bytes in that type) in file order (q8_0_ggml: q8_0 with ggml's
     numbers). dtype: the header's weight type (versions 1-3)."""
+    if version < 5 and c is not None and not c.rows_are_default():
+        raise ExportError(f"format version {version} has neither a head size of its own nor a layer table: this "
+                          "block needs version 5")
     tok_bytes = tokenizer_section(tok, version)
     tok_off = HEADER_SIZE
     meta_bytes = metadata_section(metadata or {}) if version >= 4 else b""
     meta_off = align(tok_off + len(tok_bytes)) if version >= 4 else 0
-    table_off = align((meta_off + len(meta_bytes)) if version >= 4 else tok_off + len(tok_bytes))
+    layer_bytes = b"".join(LAYER_ROW.pack(row["window"], int(row["rotary"]), row["rope_theta"] if row["rotary"] else 0.0)
+                           for row in c.layer_rows()) if version >= 5 and c is not None else b""
+    layers_off = align(meta_off + len(meta_bytes)) if layer_bytes else 0
+    table_off = align(layers_off + len(layer_bytes) if layer_bytes else
+                      (meta_off + len(meta_bytes)) if version >= 4 else tok_off + len(tok_bytes))
     offset = align(table_off + 64 * len(table))
     entries, placed = [], []
     for name, wtype, data in table:
@@ -708,6 +718,8 @@ def file_layout(c: GPTConfig | None, tok: TokenizerData, table: list[tuple[str, 
                   tokenizer_offset=tok_off, tokenizer_size=len(tok_bytes), tensors_offset=table_off, file_size=end)
     if version >= 4:
         fields.update(metadata_offset=meta_off, metadata_size=len(meta_bytes), qkv_apart=int(qkv_apart))
+    if version >= 5 and c is not None:
+        fields.update(head_size=c.head_size, layers_offset=layers_off)
     if c is None:  # tokenizer-only file: n_layer 0, the rest zero
         fields.update(vocab_size=len(tok.tokens), vocab_padded=len(tok.tokens))
     else:
@@ -723,6 +735,7 @@ def file_layout(c: GPTConfig | None, tok: TokenizerData, table: list[tuple[str, 
     meta[:HEADER_SIZE] = pack_header(fields)
     meta[tok_off:tok_off + len(tok_bytes)] = tok_bytes
     meta[meta_off:meta_off + len(meta_bytes)] = meta_bytes
+    meta[layers_off:layers_off + len(layer_bytes)] = layer_bytes
     meta[table_off:meta_end] = b"".join(entries)
     struct.pack_into("<I", meta, CRC_OFFSET, zlib.crc32(meta))  # computed with the field at 0
     return [(0, bytes(meta)), *placed], end
@@ -787,8 +800,8 @@ def write_model(out: Path, model: "Weights | GPT | None", tok: TokenizerData, dt
                 tensor_types: dict[str, str] | None = None, metadata: dict[str, str] | None = None,
                 qkv_apart: bool | None = None, quiet: bool = False) -> Written:
     """The weight file of model (None: a tokenizer-only file) and tok, its matrices in weight type
-    dtype unless a pattern of tensor_types names another (a mix), with metadata (version 4; 3 for
-    the tests of older files); returns its size and the types written. qkv_apart: the query, key and value
+    dtype unless a pattern of tensor_types names another (a mix), with metadata (version 5; 4 and 3
+    for the tests of older files); returns its size and the types written. qkv_apart: the query, key and value
     projections as three tensors (model.h); None: as llama.cpp keeps them in its mixes, apart for
     the Llama family's block (a mix gives the value projection more bits), fused for GPT-2's."""
     c = model.config if model is not None else None
@@ -812,7 +825,7 @@ def write_model(out: Path, model: "Weights | GPT | None", tok: TokenizerData, dt
 
 def write_file(out: Path, c: GPTConfig, tok: TokenizerData, table: list[tuple[str, str, "bytes | Deferred"]],
                metadata: dict[str, str] | None = None, qkv_apart: bool = False) -> Written:
-    """A version 4 file whose tensors are given already in their types' bytes: table holds (entry
+    """A version 5 file whose tensors are given already in their types' bytes: table holds (entry
     name, weight type, bytes) in entry_names(c, qkv_apart)'s order (an import that keeps another
     format's quantized numbers as they are). Returns its size and the types written."""
     if [name for name, _, _ in table] != entry_names(c, qkv_apart):
@@ -852,6 +865,12 @@ def read_tensors(path: Path) -> tuple[GPTConfig | None, TokenizerData, dict[str,
     else:
         cfg.bias, cfg.norm, cfg.ffn, cfg.n_kv_head = h["bias"], name_of(NORM, h["norm"]), name_of(FFN, h["ffn"]), h["n_kv_head"]
         cfg.rope_theta = h["rope_theta"] if cfg.pos == "rotary" else cfg.rope_theta
+    if h["version"] >= 5:
+        cfg.head_dim = h["head_size"]
+        rows = [LAYER_ROW.unpack_from(raw, h["layers_offset"] + LAYER_ROW.size * layer) for layer in range(cfg.n_layer)]
+        cfg.layers = [{"window": window, "rotary": bool(rotary), "rope_theta": theta} for window, rotary, theta in rows]
+        if cfg.rows_are_default():  # as a file before version 5 would say it
+            cfg.head_dim, cfg.layers = 0, None
     table = {name: (offset, size, wtype) for name, wtype, offset, size in table_entries(raw, h)}
     if h["version"] > 1 and h["rope_freqs"]:
         offset, size, _ = table["rope_freqs"]
@@ -949,6 +968,10 @@ def main() -> None:
     h = unpack_header(raw)
     for name, value in h.items():
         print(f"{name:18} {value}")
+    if h["version"] >= 5 and h["n_layer"]:
+        for layer in range(min(h["n_layer"], max(0, len(raw) - h["layers_offset"]) // LAYER_ROW.size)):
+            window, rotary, theta = LAYER_ROW.unpack_from(raw, h["layers_offset"] + LAYER_ROW.size * layer)
+            print(f"layer {layer:<12} window {window}, rotary {rotary}, rope_theta {theta:g}")
     h["n_tensors"] = min(h["n_tensors"], max(0, len(raw) - h["tensors_offset"]) // 64)
     type_names = {v: k for k, v in WEIGHT_TYPES.items()}
     for name, wtype, offset, size in table_entries(raw, h):

@@ -224,7 +224,9 @@ def llama3_factors(theta: float, head_size: int, scaling: dict) -> np.ndarray:
 
 
 def add_hparams(g: GGUF, arch: str, n_layer: int, n_embd: int, n_hidden: int, n_head: int, n_kv_head: int,
-                n_ctx: int, eps: float, theta: float | None) -> None:
+                n_ctx: int, eps: float, theta: float | None, head_dim: int | None = None) -> None:
+    """The {arch}.* keys; head_dim: a head size of the model's own (the converter writes
+    key_length and value_length from config.json's head_dim)."""
     g.add("general.architecture", STRING, arch)
     g.add("general.name", STRING, f"tiny random {arch}")
     g.add(f"{arch}.context_length", UINT32, n_ctx)
@@ -239,8 +241,11 @@ def add_hparams(g: GGUF, arch: str, n_layer: int, n_embd: int, n_hidden: int, n_
     g.add(f"{arch}.attention.layer_norm_rms_epsilon", FLOAT32, eps)
     if theta is not None:
         g.add(f"{arch}.rope.freq_base", FLOAT32, theta)
+    if head_dim is not None:
+        g.add(f"{arch}.attention.key_length", UINT32, head_dim)
+        g.add(f"{arch}.attention.value_length", UINT32, head_dim)
     if arch == "llama":
-        g.add("llama.rope.dimension_count", UINT32, n_embd // n_head)
+        g.add("llama.rope.dimension_count", UINT32, head_dim or n_embd // n_head)
 
 
 def gguf_of_model(model, arch: str, ggml_type: int = F32, llama3_scaling: dict | None = None) -> GGUF:
@@ -251,7 +256,7 @@ def gguf_of_model(model, arch: str, ggml_type: int = F32, llama3_scaling: dict |
     sd = {k: v.detach().float() for k, v in model.state_dict().items()}
     g = GGUF()
     add_hparams(g, arch, c.n_layer, c.n_embd, c.n_hidden, c.n_head, c.n_kv_head, c.n_ctx, c.ln_eps,
-                None if arch == "gpt2" else c.rope_theta)
+                None if arch == "gpt2" else c.rope_theta, c.head_dim or None)
     hs, q_rows, kv_rows = c.head_size, c.n_head * c.head_size, c.n_kv_head * c.head_size
     if llama3_scaling is not None:
         g.tensor("rope_freqs.weight", llama3_factors(c.rope_theta, hs, llama3_scaling))
@@ -311,8 +316,8 @@ def gguf_of_hf_folder(folder: Path, bos_eos: tuple[int, int] | None = None) -> G
     n_head, n_kv = conf["num_attention_heads"], conf["num_key_value_heads"]
     g = GGUF()
     add_hparams(g, arch, conf["num_hidden_layers"], conf["hidden_size"], conf["intermediate_size"], n_head, n_kv,
-                conf["max_position_embeddings"], conf["rms_norm_eps"], conf["rope_theta"])
-    hs = conf["hidden_size"] // n_head
+                conf["max_position_embeddings"], conf["rms_norm_eps"], conf["rope_theta"], conf.get("head_dim"))
+    hs = conf.get("head_dim") or conf["hidden_size"] // n_head
     if conf.get("rope_scaling"):
         g.tensor("rope_freqs.weight", llama3_factors(conf["rope_theta"], hs, conf["rope_scaling"]))
 

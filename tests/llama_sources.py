@@ -99,6 +99,8 @@ def hf_config(model: GPT, arch: str, **extra) -> dict:
             "max_position_embeddings": c.n_ctx, "rms_norm_eps": c.ln_eps, "rope_theta": c.rope_theta,
             "vocab_size": c.vocab_padded, "hidden_act": "silu", "tie_word_embeddings": c.tied_head,
             "torch_dtype": "bfloat16", "bos_token_id": 1, "eos_token_id": 2}
+    if c.head_dim:
+        conf["head_dim"] = c.head_dim
     if arch == "llama":
         conf.update(attention_bias=bool(c.bias & BIAS_QKV), mlp_bias=bool(c.bias & BIAS_FFN), rope_scaling=None)
     if arch == "qwen2":
@@ -253,7 +255,7 @@ def hf_logits(folder: Path, ids: list[int]) -> torch.Tensor:
     conf = json.loads((folder / "config.json").read_text())
     sd = read_safetensors_plain(folder)
     H, Hkv, C = conf["num_attention_heads"], conf["num_key_value_heads"], conf["hidden_size"]
-    hs, eps, T = C // H, conf["rms_norm_eps"], len(ids)
+    hs, eps, T = conf.get("head_dim") or C // H, conf["rms_norm_eps"], len(ids)
     inv_freq = 1.0 / conf["rope_theta"] ** (torch.arange(0, hs, 2, dtype=torch.float64) / hs)
     scaling = conf.get("rope_scaling")
     if scaling:  # Llama 3's: wavelengths past the original context divided by factor, those

@@ -126,12 +126,16 @@ BLOCK_MODELS = {
     "smollm2_k": dict(arch="llama", vocab="smollm", n_kv_head=1, tied=True, n_layer=4, n_head=3, n_embd=192,
                       n_hidden=512),
 }
+# heads of their own size (attention.key_length): 4 heads of 64 in a width of 128, as Qwen3's and
+# Gemma 3's heads are wider than their width divided by their heads
+HEAD_MODELS = {"wide_heads": dict(arch="llama", vocab="sentencepiece", n_kv_head=2, tied=False, head_dim=64)}
+SPECS = {**MODELS, **BLOCK_MODELS, **HEAD_MODELS}
 _made: dict[str, tuple[Path, Path]] = {}
 
 
 def model_config(name: str, vocab_size: int) -> GPTConfig:
-    spec = {**MODELS, **BLOCK_MODELS}[name]
-    shape = dict(n_layer=spec.get("n_layer", 2), n_head=spec.get("n_head", 4), n_embd=spec.get("n_embd", 128),
+    spec = SPECS[name]
+    shape = dict(head_dim=spec.get("head_dim", 0), n_layer=spec.get("n_layer", 2), n_head=spec.get("n_head", 4), n_embd=spec.get("n_embd", 128),
                  n_hidden=spec.get("n_hidden", 256), n_ctx=128, vocab_size=vocab_size, vocab_padded=vocab_size,
                  tied_head=spec["tied"])
     if spec["arch"] == "gpt2":
@@ -142,7 +146,7 @@ def model_config(name: str, vocab_size: int) -> GPTConfig:
 
 def write_f32_gguf(name: str, path: Path) -> None:
     """The model's GGUF in F32: random weights, the vocabulary, its special tokens."""
-    spec = {**MODELS, **BLOCK_MODELS}[name]
+    spec = SPECS[name]
     if spec["vocab"] == "sentencepiece":
         vocab_size = len(sentencepiece_pieces(sp_model("llama2c_512")))
     else:
@@ -539,8 +543,11 @@ def llama_logits(gguf: Path, ids: list[int]) -> np.ndarray:
 PROMPT = TEXT[:240].encode()
 
 
-@pytest.mark.parametrize("wtype", TYPES)
-@pytest.mark.parametrize("name", MODELS)
+# every model in every type, and the heads of their own size in two
+MODEL_TYPES = [(name, wtype) for name in MODELS for wtype in TYPES] + [("wide_heads", "f32"), ("wide_heads", "q8_0")]
+
+
+@pytest.mark.parametrize("name,wtype", MODEL_TYPES)
 def test_logits_every_position(name: str, wtype: str) -> None:
     gguf, out = made(name, wtype)
     ids = c_tokens(RUN, out, PROMPT)
@@ -568,8 +575,7 @@ def test_compare_py_checks_a_gguf_export(name: str) -> None:
         assert "greedy: identical" in r.stdout
 
 
-@pytest.mark.parametrize("wtype", TYPES)
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name,wtype", MODEL_TYPES)
 def test_greedy_tokens_equal_llama_cpps(name: str, wtype: str) -> None:
     gguf, out = made(name, wtype)
     ids = c_tokens(RUN, out, PROMPT[:60])

@@ -88,6 +88,9 @@ SOURCES = {
     "hf_llama3_mqa": (GPTConfig(n_layer=2, n_head=4, n_kv_head=1, n_embd=256, n_hidden=288, n_ctx=96, vocab_size=0,
                                 vocab_padded=0, tied_head=False, rope_theta=500000.0, **LLAMA), "hf:llama:F32:1",
                       ()),
+    "hf_llama_wide_heads": (GPTConfig(n_layer=2, n_head=4, n_kv_head=2, n_embd=128, n_hidden=256, n_ctx=96,
+                                      vocab_size=0, vocab_padded=0, tied_head=False, head_dim=64, **LLAMA),
+                            "hf:llama:F32:1", ()),
     "llama2c_ckpt": (GPTConfig(n_layer=3, n_head=2, n_kv_head=1, n_embd=64, n_hidden=192, n_ctx=96, tied_head=True,
                                **LLAMA), "llama2c:ckpt", ("--tokenizer", "CHAR")),
     "llama2c_bin_v0": (GPTConfig(n_layer=2, n_head=3, n_kv_head=3, n_embd=96, n_hidden=160, n_ctx=96, vocab_size=0,
@@ -163,12 +166,14 @@ def test_export_agrees_with_the_layouts_own_arithmetic(name: str) -> None:
 def test_the_layouts_are_what_they_claim() -> None:
     """The configurations the issue asks for are among the layouts: grouped-query 4:1,
     multi-query, query/key/value biases, head sizes 32 and 64, an odd vocabulary, untied heads,
-    llama3 scaling in the file."""
+    llama3 scaling in the file, heads of their own size (config.json's head_dim)."""
     cfgs = {name: built(name)[0].config for name in SOURCES}
     assert cfgs["hf_llama_gqa"].n_head == 4 * cfgs["hf_llama_gqa"].n_kv_head
     assert cfgs["hf_llama3_mqa"].n_kv_head == 1 and cfgs["hf_llama3_mqa"].rope_freqs is not None
     assert cfgs["hf_qwen2"].bias == BIAS_QKV and not cfgs["hf_qwen2"].tied_head
     assert {c.head_size for c in cfgs.values()} >= {32, 64}
+    wide = cfgs["hf_llama_wide_heads"]  # config.json's head_dim: heads wider than hidden_size / heads
+    assert wide.n_head * wide.head_size == 2 * wide.n_embd
     assert cfgs["llama2c_ckpt"].vocab_size % 2 == 1
     assert not cfgs["llama2c_bin_v0"].tied_head
 

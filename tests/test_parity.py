@@ -18,7 +18,9 @@ from model import CACHES, generate
 GPT2_V = 50257
 # name -> (config, vocabulary). Together: GPT-2 layout; nanoGPT layout (no bias, erf GELU,
 # vocabulary padded to 50304); sinusoidal positions; a separate output head; a character
-# vocabulary; a width that is not a multiple of 8; head counts 1, 2, 3 and 4.
+# vocabulary; a width that is not a multiple of 8; head counts 1, 2, 3 and 4; heads wider than the
+# width over the head count, layers with and without rotary positions and of two bases (version 5's
+# head size and layer table).
 CONFIGS = {
     "gpt2": (GPTConfig(n_layer=2, n_head=4, n_embd=48, n_hidden=192, n_ctx=256, vocab_size=GPT2_V,
                        vocab_padded=GPT2_V, gelu="tanh", bias=True, tied_head=True), "gpt2"),
@@ -29,6 +31,9 @@ CONFIGS = {
     "separate_head": (GPTConfig(n_layer=1, n_head=1, n_embd=40, n_hidden=160, n_ctx=256,
                                 vocab_size=GPT2_V, vocab_padded=GPT2_V, tied_head=False), "gpt2"),
     "char": (GPTConfig(n_layer=3, n_head=4, n_embd=64, n_hidden=256, n_ctx=300, gelu="erf"), "char"),
+    "layers": (GPTConfig(n_layer=3, n_head=4, n_kv_head=2, n_embd=48, head_dim=16, n_hidden=128, n_ctx=300,
+                         norm="rms", pos="rotary", ffn="swiglu", bias=0,
+                         layers=[{}, {"rotary": False}, {"rope_theta": 1e6}]), "char"),
     "odd_width": (GPTConfig(n_layer=2, n_head=3, n_embd=36, n_hidden=100, n_ctx=120,
                             ln_eps=1e-6), "char"),
 }
@@ -163,3 +168,17 @@ def test_different_seeds_differ() -> None:
     model, tok, path = built("char")
     outs = {c_generate(RUN, path, b"And", 32, 1.0, 0, 1.0, seed=s) for s in range(4)}
     assert len(outs) == 4
+
+
+def test_info_prints_the_head_size_and_the_layer_table() -> None:
+    """--info gives the header's head size and each kind of layer of the layer table with its
+    layers, as the configuration written says."""
+    model, _, path = built("layers")
+    c = model.config
+    out = subprocess.run([str(RUN), str(path), "--info"], capture_output=True, text=True, check=True).stdout
+    assert f"n_head {c.n_head}, n_embd {c.n_embd} (head_size {c.head_dim})" in out
+    whole = "attention over the whole context"
+    assert f"layer 0: {whole}, rotary positions theta 10000\n" in out
+    assert f"layer 1: {whole}, no rotary positions\n" in out
+    assert f"layer 2: {whole}, rotary positions theta 1e+06\n" in out
+    assert "layer table" in out

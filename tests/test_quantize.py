@@ -12,7 +12,7 @@ import os
 import numpy as np
 import pytest
 
-import common  # noqa: F401 (puts export/ on the path)
+from common import REPO  # (and export/ on the path)
 import block_formats  # noqa: E402
 from weight_file import tensor_data  # noqa: E402
 
@@ -43,7 +43,7 @@ def hard_rows() -> np.ndarray:
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_c_quantizers_write_the_numpy_definitions_bytes(fmt: str) -> None:
-    assert block_formats.LIBRARY.exists(), f"{block_formats.LIBRARY} is missing: run make"
+    assert block_formats.LIBRARY.exists(), f"{block_formats.LIBRARY.relative_to(REPO)} is missing: run make"
     rows = hard_rows()
     assert block_formats.c_library() is not None
     c = tensor_data(rows, fmt)

@@ -39,6 +39,9 @@ def valid_file(kind: str = "f32", version: int = VERSION) -> Path:
                  rope_freqs=[1.0, 0.5]) if kind == "llama" else dict(n_head=2)
     if kind == "blocks_llama":  # q4_k_m of the Llama family's block: the query, key and value apart (qkv_apart)
         llama = dict(norm="rms", pos="rotary", ffn="swiglu", n_head=4, n_kv_head=2, bias=BIAS_QKV)
+    if kind == "layers":  # heads of 8 in a width of 16 (4 heads), a layer without rotary positions
+        llama = dict(norm="rms", pos="rotary", ffn="swiglu", n_head=4, n_kv_head=2, head_dim=8, bias=BIAS_QKV,
+                     layers=[{}, {"rotary": False, "rope_theta": 0.0}])
     cfg = GPTConfig(n_layer=2, n_embd=width, n_hidden=2 * width, n_ctx=32, vocab_size=n, vocab_padded=n + 5, **llama)
     path = TMP / f"robust_valid_{kind}{'' if version == VERSION else f'_v{version}'}.bin"
     mix = {"h.1.*": "q8_0", "lm_head.weight": "q8_0"} if kind == "q4_0" and version >= 4 else None
@@ -116,7 +119,23 @@ def variants(base: bytes) -> list[tuple[str, bytes]]:
         for v in (0, 1, 64, size, size + 64, 1 << 40, (1 << 63) + 64, (1 << 64) - 64, (1 << 64) - 1):
             out.append((f"{name} = {v}", patched(base, "<Q", off, v)))
     out.append(("reserved byte set", patched(base, "<B", 200, 1)))
-    out.append(("first reserved byte set", patched(base, "<B", 144, 1)))
+    out.append(("first reserved byte set", patched(base, "<B", 160, 1)))
+    # format version 5: the head size and the layer table, each row's fields and zero bytes
+    for v in (0, 1, 3, 1 << 16, (1 << 16) + 2, 0xFFFFFFFF):
+        out.append((f"head_size = {v}", patched(base, "<I", 148, v)))
+    layers = struct.unpack_from("<Q", base, 152)[0]
+    for v in (0, 1, 64, layers + 8, table_off, size, 1 << 40, (1 << 64) - 64):
+        out.append((f"layers_offset = {v}", patched(base, "<Q", 152, v)))
+    for layer in range(struct.unpack_from("<I", base, 12)[0]):
+        row = layers + 32 * layer
+        for v in (1, 4096, 0xFFFFFFFF):
+            out.append((f"layer {layer} window {v}", patched(base, "<I", row, v)))
+        for v in (0, 1, 2, 0xFFFFFFFF):  # a row that turns rotary off keeps its base, and on is refused
+            out.append((f"layer {layer} rotary {v}", patched(base, "<I", row + 4, v)))  # without rotary positions
+        for v in (float("nan"), float("inf"), -1.0, -0.0, 0.0):
+            out.append((f"layer {layer} rope_theta {v}", patched(base, "<f", row + 8, v)))
+        for at in (12, 31):
+            out.append((f"layer {layer} reserved byte {at}", patched(base, "<B", row + at, 1)))
     entry0 = table_off
     n_entries = struct.unpack_from("<I", base, 68)[0]
     for i in range(n_entries):
@@ -219,7 +238,7 @@ def run_one(item: tuple[int, tuple[str, bytes]], folder: Path) -> tuple[str, str
     return name, None
 
 
-@pytest.mark.parametrize("kind", ["f32", "q4_0", "llama", "sentencepiece", "tokenizer_json", "blocks"])
+@pytest.mark.parametrize("kind", ["f32", "q4_0", "llama", "layers", "sentencepiece", "tokenizer_json", "blocks"])
 def test_malformed_files_give_one_line_errors(kind: str) -> None:
     path = valid_file(kind)
     base = path.read_bytes()
@@ -228,6 +247,8 @@ def test_malformed_files_give_one_line_errors(kind: str) -> None:
     # changes that leave a valid file of another configuration: with rotary positions there is
     # no table of n_ctx rows, and a Llama file's norms read as LayerNorm without bias are valid
     still_valid = {"n_ctx = 3", "n_ctx = 7", "n_ctx = 65536", "norm = 0", "rope_theta 1e-45"} if kind == "llama" else set()
+    if kind == "layers":  # the same; the header's base is no layer's here
+        still_valid = {"n_ctx = 3", "n_ctx = 7", "n_ctx = 65536", "norm = 0", "rope_theta 1e-45"}
     if kind == "sentencepiece":  # <unk> and <s> may be empty or other text; without byte
         # fallback or dummy prefix it is another valid SentencePiece tokenizer (it has <unk>)
         still_valid = {"token offset 1 = 0", "token offset 1 = 4", "token offset 2 = 7",  # 8 = len("<unk><s>")
@@ -285,16 +306,18 @@ def test_hostile_blocks_refused_at_load(tmp_path, kind: str) -> None:
 
 
 @pytest.mark.parametrize("kind,version", [("f32", 1), ("q4_0", 1), ("f32", 2), ("q8_0", 2), ("f32", 3), ("q8_0", 3),
-                                          ("q4_0", 3), ("llama", 3), ("sentencepiece", 3), ("tokenizer_json", 3)])
+                                          ("q4_0", 3), ("llama", 3), ("sentencepiece", 3), ("tokenizer_json", 3),
+                                          ("f32", 4), ("q4_0", 4), ("llama", 4), ("blocks_llama", 4)])
 def test_earlier_versions_load_and_give_the_same_bytes(kind: str, version: int) -> None:
-    """A file written before version 4 (version 3: one weight type, each tensor stacked over the
-    layers, no metadata or stop set; version 2 also: the tokenizer section without its second
-    part; version 1 also: GPT-2's block, no fields from byte 108) loads and gives exactly the
-    logits and text of the same model written as today."""
-    plain = "q4_0_plain" if kind == "q4_0" else kind  # today's q4_0 file mixes in q8_0
-    today, v3 = valid_file(plain), valid_file(plain, 3)
+    """A file written before version 5 (version 4: no head size, no layer table; version 3 also:
+    one weight type, each tensor stacked over the layers, no metadata or stop set; version 2
+    also: the tokenizer section without its second part; version 1 also: GPT-2's block, no
+    fields from byte 108) loads and gives exactly the logits and text of the same model written
+    as today."""
+    plain = "q4_0_plain" if kind == "q4_0" and version < 4 else kind  # today's q4_0 file mixes in q8_0
+    today, v3 = valid_file(plain), valid_file(plain, min(version, 4) if version >= 3 else 3)
     old = TMP / f"robust_v{version}_{kind}.bin"
-    old.write_bytes(v3.read_bytes() if version == 3 else as_version(v3.read_bytes(), version))
+    old.write_bytes(v3.read_bytes() if version >= 3 else as_version(v3.read_bytes(), version))
     assert struct.unpack_from("<I", old.read_bytes(), 4)[0] == version
     outs = []
     for path in (old, today):
@@ -304,6 +327,20 @@ def test_earlier_versions_load_and_give_the_same_bytes(kind: str, version: int) 
         gen = subprocess.run([str(RUN), str(path), "-i", "And", "-n", "40", "-s", "3"], capture_output=True)
         outs.append((logits.read_bytes(), gen.stdout))
     assert outs[0] == outs[1]
+
+
+def test_a_tokenizer_only_file_has_no_head_size_or_layer_table(tmp_path) -> None:
+    """Version 5's fields belong to a model: a tokenizer-only file that sets either is refused."""
+    path = tmp_path / "tokenizer_only.bin"
+    write_model(path, None, char_tokenizer())
+    base = path.read_bytes()
+    assert subprocess.run([str(RUN), str(path), "--tokenize", "-i", "And"], capture_output=True).returncode == 0
+    for fmt, offset, value, message in [("<I", 148, 64, "a tokenizer-only file has head_size 64, expected 0"),
+                                        ("<Q", 152, 256, "a tokenizer-only file has a layer table offset of 256")]:
+        path.write_bytes(patched(base, fmt, offset, value))
+        r = subprocess.run([str(RUN), str(path), "--tokenize", "-i", "And"], capture_output=True, timeout=10)
+        lines = r.stderr.decode().splitlines()
+        assert r.returncode == 1 and len(lines) == 1 and message in lines[0], lines
 
 
 def test_empty_file_and_directory(tmp_path) -> None:

@@ -7,7 +7,8 @@ usage: make_inputs.py seeds DIR    write the seed corpora (committed under tests
 Seeds for the loader are tiny valid model files covering every switch of the format: GPT-2's
 block as version 1 files (what files written before version 2 are), the Llama family's as
 version 3 and as version 4 (a weight type per tensor, metadata, a stop set, block formats, the
-query, key and value apart); seeds for the tokenizer are short texts in several scripts behind each selector byte.
+query, key and value apart) and version 5 (a head size of its own, layers that differ); seeds
+for the tokenizer are short texts in several scripts behind each selector byte.
 """
 from __future__ import annotations
 
@@ -55,11 +56,16 @@ def seeds(out: Path) -> None:
     cfg = GPTConfig(n_layer=2, n_embd=32, n_hidden=64, n_ctx=8, vocab_size=n, vocab_padded=n + 3, **llama)
     write_model(loader / "llama_v4_mixed.bin", random_model(cfg, seed=1), tok, "q4_0",
                 tensor_types={"h.0.*": "q8_0", "lm_head.weight": "f32"},
-                metadata={"general.name": "seed", "general.source": "random weights"})
+                metadata={"general.name": "seed", "general.source": "random weights"}, version=4)
     # GGUF's block formats of 32 values, the query, key and value apart in types of their own
     write_model(loader / "llama_v4_blocks_apart.bin", random_model(cfg, seed=1), tok, "q5_0",
                 tensor_types={"h.*.attn.k.weight": "f16", "h.*.attn.v.weight": "q5_1", "lm_head.weight": "bf16"},
-                qkv_apart=True)
+                qkv_apart=True, version=4)
+    # version 5: heads wider than n_embd / n_head, and a layer table whose rows differ
+    cfg = GPTConfig(n_layer=3, n_embd=32, n_hidden=64, n_ctx=8, vocab_size=n, vocab_padded=n + 3, head_dim=16,
+                    layers=[{}, {"rotary": False, "rope_theta": 0.0}, {"rope_theta": 1e6}], **llama)
+    write_model(loader / "llama_v5_layers.bin", random_model(cfg, seed=1), tok, "q8_0",
+                tensor_types={"h.2.*": "q4_0", "lm_head.weight": "f32"})
     texts = [b"Hello world, it's 2024!\n", "naïve café — 日本語 😀 \u00a0\ufeff".encode(),
              b"  \r\n\t  x  ", b"\xff\xfe invalid \xc3", b"1234567 'S 'll",
              "x\u00b2 \u00bd \u0663\u0664 \u216b 12 \U00011de0 ".encode() + b"\xc3 \xd9"]
