@@ -292,7 +292,7 @@ def c_library() -> ctypes.CDLL | None:
     return lib
 
 
-# our 32-value formats (weight_file.py's q8_0 and q4_0, and q8_0 with ggml's numbers): each C
+# our 32-value formats (quantizers.py's q8_0 and q4_0, and q8_0 with ggml's numbers): each C
 # function writes a group's numbers and its float32 scale -> (numbers' dtype, numbers' bytes a group)
 GROUP_FORMATS = {"q8_0": (np.int8, 32), "q8_0_ggml": (np.int8, 32), "q4_0": (np.uint8, 16)}
 

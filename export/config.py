@@ -3,18 +3,22 @@ every SOURCE (export.py, gguf_import.py) fill in and the writer (weight_file.py)
 GGUF file or a safetensors folder converts with NumPy alone. export/model.py, the PyTorch
 reference, builds its GPT from the same GPTConfig and loads a Weights' arrays as they are.
 
-usage: imported by export.py, gguf_import.py, weight_file.py and model.py
+usage: imported by export.py, the source_*.py readers, gguf_import.py, weight_file.py and model.py
 """
 from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from output_files import ExportError  # noqa: E402
+
+if TYPE_CHECKING:
+    from weight_file import TokenizerData
 
 # Which tensors have biases (model.h's BIAS_* bits).
 BIAS_QKV, BIAS_ATTN_OUT, BIAS_FFN, BIAS_NORM = 1, 2, 4, 8
@@ -150,3 +154,31 @@ def weights_of(c: GPTConfig, sd: dict, what: str) -> Weights:
     if c.tied_head:
         arrays["lm_head.weight"] = arrays["transformer.wte.weight"]
     return Weights(c, arrays)
+
+
+# ---- a source's tensors, on their way to Weights ------------------------------------------------
+
+def strip_prefix(sd: dict, prefix: str) -> dict:
+    return {(k[len(prefix):] if k.startswith(prefix) else k): v for k, v in sd.items()}
+
+
+def as_arrays(sd: dict) -> dict:
+    """A checkpoint's state dict with its tensors as float32 NumPy arrays (other values as they are)."""
+    return {k: (v.detach().float().numpy() if hasattr(v, "detach") else v) for k, v in sd.items()}
+
+
+def same(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.shape == b.shape and bool(np.array_equal(a, b))
+
+
+def take(sd: dict, key: str, where: str) -> np.ndarray:
+    if key not in sd:
+        raise ExportError(f"{where}: missing tensor '{key}'")
+    return sd.pop(key)
+
+
+def with_tokenizer(cfg: GPTConfig, rows: int, tok: TokenizerData, where: str) -> None:
+    """vocab_size from the tokenizer, vocab_padded from the embedding's rows."""
+    if len(tok.tokens) > rows:
+        raise ExportError(f"{where}: the tokenizer has {len(tok.tokens)} tokens, more than the {rows} rows of the embedding")
+    cfg.vocab_size, cfg.vocab_padded = len(tok.tokens), rows

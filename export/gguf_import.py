@@ -54,15 +54,17 @@ import block_formats  # noqa: E402
 from chat_template import tokenizer_chat_metadata  # noqa: E402
 from gguf_file import (ARRAY, BOOL, FLOAT32, FLOAT64, INTEGER_TYPES, STRING, VALUE_TYPES, GGUFError,  # noqa: E402
                        GGUFFile, TensorInfo, float_values, q4_0_blocks, q8_0_blocks, read_gguf, shown)
-from config import BIAS_ALL, BIAS_ATTN_OUT, BIAS_FFN, BIAS_QKV, GPTConfig, Weights  # noqa: E402
+from architectures import layer_name, model_name  # noqa: E402
+from config import BIAS_ALL, BIAS_ATTN_OUT, BIAS_FFN, BIAS_QKV, GPTConfig, Weights, weights_of  # noqa: E402
 from progress import Progress  # noqa: E402
 from tokenizer_files import gpt2_byte_decoder  # noqa: E402
 from weight_types import TYPES as WEIGHT_TYPE_LIST  # noqa: E402
-from weight_file import (MATRICES, MAX_STOP, MIXES, QKV_PARTS, RANK_NONE, TOK_BYTE_FALLBACK,  # noqa: E402
-                         TOK_DUMMY_PREFIX, TOK_MERGE_PAIRS, TOK_SENTENCEPIECE, TOK_WHOLE_PIECES, TOKEN_BYTE,
-                         TOKEN_CONTROL, TOKEN_NORMAL, TOKEN_SPECIAL, TOKEN_UNKNOWN, WEIGHT_TYPES, BlockMatrix,
-                         QuantizedMatrix, TokenizerData, Deferred, Written, base_name, build_model, dtype_type, entry_names, same_type,
-                         stack_rows, stored_size, tensor_data, type_block, write_file)
+from mixes import MIXES, dtype_type  # noqa: E402
+from quantizers import BlockMatrix, QuantizedMatrix, same_type, stack_rows, stored_size, tensor_data, type_block  # noqa: E402
+from weight_file import (MATRICES, MAX_STOP, QKV_PARTS, RANK_NONE, TOK_BYTE_FALLBACK, TOK_DUMMY_PREFIX,  # noqa: E402
+                         TOK_MERGE_PAIRS, TOK_SENTENCEPIECE, TOK_WHOLE_PIECES, TOKEN_BYTE, TOKEN_CONTROL, TOKEN_NORMAL,
+                         TOKEN_SPECIAL, TOKEN_UNKNOWN, WEIGHT_TYPES, TokenizerData, Deferred, Written, base_name,
+                         entry_names, write_file)
 
 ARCHITECTURES = ("llama", "qwen2", "gpt2")
 
@@ -344,16 +346,17 @@ def gguf_tensors(g: GGUFFile, arch: str, c: GPTConfig) -> tuple[dict[str, Matrix
     t = Tensors(g)
     C, H, hs = c.n_embd, c.n_hidden, c.head_size
     q_rows, kv_rows = c.n_head * hs, c.n_kv_head * hs
-    embd = g.tensors.get("token_embd.weight")
+    embed, positions = model_name("gguf", "embed"), model_name("gguf", "positions")
+    embd = g.tensors.get(embed)
     if embd is None:
-        raise GGUFError(f"{g.path}: tensor 'token_embd.weight' is missing")
+        raise GGUFError(f"{g.path}: tensor '{embed}' is missing")
     c.vocab_padded = embd.shape[0]
-    out: dict[str, Matrix | np.ndarray] = {"wte": t.matrix("token_embd.weight", c.vocab_padded, C)}
+    out: dict[str, Matrix | np.ndarray] = {model_name("file", "embed"): t.matrix(embed, c.vocab_padded, C)}
     if arch == "gpt2":
-        info = t.info("position_embd.weight", (c.n_ctx, C))
+        info = t.info(positions, (c.n_ctx, C))
         if info.type_name not in ("F32", "F16", "BF16"):
-            raise t.fail(f"tensor 'position_embd.weight' is {info.type_name}, expected F32, F16 or BF16")
-        out["wpe"] = np.array(float_values(g, info), np.float32)
+            raise t.fail(f"tensor '{positions}' is {info.type_name}, expected F32, F16 or BF16")
+        out[model_name("file", "positions")] = np.array(float_values(g, info), np.float32)
     if arch == "llama" and t.has("rope_freqs.weight"):
         factors = t.vector("rope_freqs.weight", hs // 2).astype(np.float64)
         if not np.all(np.isfinite(factors) & (factors > 0)):
@@ -365,36 +368,37 @@ def gguf_tensors(g: GGUFFile, arch: str, c: GPTConfig) -> tuple[dict[str, Matrix
 
     # biases llama.cpp's llama and qwen2 may have (qwen2 only on q, k, v); gpt2 has every one
     present = set(g.tensors)
-    layer_has = lambda suffixes: any(f"blk.{i}.{s}" in present for i in range(c.n_layer) for s in suffixes)  # noqa: E731
+    layer_has = lambda parts: any(layer_name("gguf", i, p, "bias") in present  # noqa: E731
+                                  for i in range(c.n_layer) for p in parts)
     if arch == "gpt2":
         c.bias = BIAS_ALL
     else:
-        c.bias = (BIAS_QKV if layer_has(("attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_qkv.bias")) else 0)
+        c.bias = (BIAS_QKV if layer_has(("q", "k", "v", "qkv")) else 0)
         if arch == "llama":
-            c.bias |= BIAS_ATTN_OUT if layer_has(("attn_output.bias",)) else 0
-            c.bias |= BIAS_FFN if layer_has(("ffn_gate.bias", "ffn_up.bias", "ffn_down.bias")) else 0
+            c.bias |= BIAS_ATTN_OUT if layer_has(("attn_out",)) else 0
+            c.bias |= BIAS_FFN if layer_has(("gate", "up", "down")) else 0
 
     def bias(name: str, n: int) -> np.ndarray:  # absent in this layer: zero, which is what it adds
         return t.vector(name, n) if t.has(name) else np.zeros(n, np.float32)
 
     qkv_parts = {}
     for i in range(c.n_layer):
-        b, o = f"blk.{i}.", f"h.{i}."
-        out[o + "ln_1.weight"] = t.vector(b + "attn_norm.weight", C)
+        b = lambda part, kind="weight": layer_name("gguf", i, part, kind)  # noqa: E731
+        o = lambda part, kind="weight": layer_name("file", i, part, kind)  # noqa: E731
+        out[o("attn_norm")] = t.vector(b("attn_norm"), C)
         if arch == "gpt2":
-            out[o + "ln_1.bias"] = t.vector(b + "attn_norm.bias", C)
-        if t.has(b + "attn_qkv.weight"):
-            qkv = t.matrix(b + "attn_qkv.weight", q_rows + 2 * kv_rows, C)
+            out[o("attn_norm", "bias")] = t.vector(b("attn_norm", "bias"), C)
+        if t.has(b("qkv")):
+            qkv = t.matrix(b("qkv"), q_rows + 2 * kv_rows, C)
             parts = [in_rows(qkv, np.arange(q_rows)), in_rows(qkv, np.arange(q_rows, q_rows + kv_rows)),
                      in_rows(qkv, np.arange(q_rows + kv_rows, q_rows + 2 * kv_rows))]
-            qkv_bias = bias(b + "attn_qkv.bias", q_rows + 2 * kv_rows) if c.has_bias(BIAS_QKV) else None
+            qkv_bias = bias(b("qkv", "bias"), q_rows + 2 * kv_rows) if c.has_bias(BIAS_QKV) else None
             bias_parts = None if qkv_bias is None else [qkv_bias[:q_rows], qkv_bias[q_rows:q_rows + kv_rows],
                                                         qkv_bias[q_rows + kv_rows:]]
         else:
-            parts = [t.matrix(b + "attn_q.weight", q_rows, C), t.matrix(b + "attn_k.weight", kv_rows, C),
-                     t.matrix(b + "attn_v.weight", kv_rows, C)]
-            bias_parts = [bias(b + "attn_q.bias", q_rows), bias(b + "attn_k.bias", kv_rows),
-                          bias(b + "attn_v.bias", kv_rows)] if c.has_bias(BIAS_QKV) else None
+            parts = [t.matrix(b("q"), q_rows, C), t.matrix(b("k"), kv_rows, C), t.matrix(b("v"), kv_rows, C)]
+            bias_parts = [bias(b("q", "bias"), q_rows), bias(b("k", "bias"), kv_rows),
+                          bias(b("v", "bias"), kv_rows)] if c.has_bias(BIAS_QKV) else None
         if arch == "qwen2":  # llama.cpp rotates qwen2's halves ("NEOX"); ours rotates adjacent pairs
             orders = [adjacent_pair_order(q_rows, c.n_head), adjacent_pair_order(kv_rows, c.n_kv_head)]
             parts[:2] = [in_rows(p, order) for p, order in zip(parts[:2], orders)]
@@ -402,29 +406,29 @@ def gguf_tensors(g: GGUFFile, arch: str, c: GPTConfig) -> tuple[dict[str, Matrix
                 bias_parts[:2] = [p[order] for p, order in zip(bias_parts[:2], orders)]
         qkv_parts[i] = parts
         if bias_parts is not None:
-            out[o + "attn.c_attn.bias"] = np.concatenate(bias_parts)
-        out[o + "attn.c_proj.weight"] = t.matrix(b + "attn_output.weight", C, q_rows)
+            out[o("qkv", "bias")] = np.concatenate(bias_parts)
+        out[o("attn_out")] = t.matrix(b("attn_out"), C, q_rows)
         if c.has_bias(BIAS_ATTN_OUT):
-            out[o + "attn.c_proj.bias"] = bias(b + "attn_output.bias", C)
-        out[o + "ln_2.weight"] = t.vector(b + "ffn_norm.weight", C)
+            out[o("attn_out", "bias")] = bias(b("attn_out", "bias"), C)
+        out[o("ffn_norm")] = t.vector(b("ffn_norm"), C)
         if arch == "gpt2":
-            out[o + "ln_2.bias"] = t.vector(b + "ffn_norm.bias", C)
+            out[o("ffn_norm", "bias")] = t.vector(b("ffn_norm", "bias"), C)
         else:
-            out[o + "mlp.gate.weight"] = t.matrix(b + "ffn_gate.weight", H, C)
+            out[o("gate")] = t.matrix(b("gate"), H, C)
             if c.has_bias(BIAS_FFN):
-                out[o + "mlp.gate.bias"] = bias(b + "ffn_gate.bias", H)
-        out[o + "mlp.c_fc.weight"] = t.matrix(b + "ffn_up.weight", H, C)
+                out[o("gate", "bias")] = bias(b("gate", "bias"), H)
+        out[o("up")] = t.matrix(b("up"), H, C)
         if c.has_bias(BIAS_FFN):
-            out[o + "mlp.c_fc.bias"] = bias(b + "ffn_up.bias", H)
-        out[o + "mlp.c_proj.weight"] = t.matrix(b + "ffn_down.weight", C, H)
+            out[o("up", "bias")] = bias(b("up", "bias"), H)
+        out[o("down")] = t.matrix(b("down"), C, H)
         if c.has_bias(BIAS_FFN):
-            out[o + "mlp.c_proj.bias"] = bias(b + "ffn_down.bias", C)
-    out["ln_f.weight"] = t.vector("output_norm.weight", C)
+            out[o("down", "bias")] = bias(b("down", "bias"), C)
+    out[model_name("file", "norm")] = t.vector(model_name("gguf", "norm"), C)
     if arch == "gpt2":
-        out["ln_f.bias"] = t.vector("output_norm.bias", C)
-    c.tied_head = not t.has("output.weight")  # llama.cpp's rule: no output.weight, token_embd serves
+        out[model_name("file", "norm", "bias")] = t.vector(model_name("gguf", "norm", "bias"), C)
+    c.tied_head = not t.has(model_name("gguf", "head"))  # llama.cpp's rule: no output.weight, token_embd serves
     if not c.tied_head:
-        out["lm_head.weight"] = t.matrix("output.weight", c.vocab_padded, C)
+        out[model_name("file", "head")] = t.matrix(model_name("gguf", "head"), c.vocab_padded, C)
     if t.left:
         names = [shown(name) for name in sorted(t.left)]
         raise t.fail(f"tensors run.c has no place for: {', '.join(names[:6])}{' ...' if len(names) > 6 else ''}")
@@ -805,4 +809,4 @@ def read_gguf_weights(path: str | Path) -> tuple[Weights, TokenizerData]:
         if name.startswith("h."):
             sd["transformer." + name] = value
     sd["lm_head.weight"] = dense.get("lm_head.weight", dense["wte"])
-    return build_model(m.config, sd, str(path)), m.tokenizer
+    return weights_of(m.config, sd, str(path)), m.tokenizer

@@ -29,7 +29,8 @@ import torch
 from torch.nn import functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from export import load_source, read_checkpoint, save_checkpoint  # noqa: E402
+from export import load_source  # noqa: E402
+from source_checkpoint import read_checkpoint, save_checkpoint  # noqa: E402
 from output_files import write_bytes  # noqa: E402
 from weight_file import ExportError, TokenizerData  # noqa: E402
 from model import GPT, GPTConfig  # noqa: E402

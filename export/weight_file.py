@@ -1,6 +1,6 @@
 """The weight file of model.h, in Python: its constants, header, tokenizer section, tensor list
-and quantizers, for writing (export.py, export_tokenizer.py) and reading back (compare.py, the
-tests). It mirrors model.h field for field, in the same order; load.h is the C side that checks
+and layer table, for writing (export.py, export_tokenizer.py) and reading back (compare.py, the
+tests); the weight types' numbers are quantizers.py's, and a mix's choice of types mixes.py's. It mirrors model.h field for field, in the same order; load.h is the C side that checks
 and reads what this writes.
 
 usage: weight_file.py FILE    prints FILE's header fields and tensor table
@@ -23,8 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from config import (BIAS_ALL, BIAS_ATTN_OUT, BIAS_FFN, BIAS_NORM, BIAS_QKV, GPTConfig, Weights,  # noqa: E402,F401
                     reference_shapes, weights_of)
 import block_formats  # noqa: E402
+from mixes import MIXES, dtype_type  # noqa: E402
 from progress import Progress  # noqa: E402
-from weight_types import TYPES  # noqa: E402
+from quantizers import stored_size, tensor_data, type_block, unpack_q4  # noqa: E402
+from weight_types import QUANT_GROUP, TYPES  # noqa: E402
 
 if TYPE_CHECKING:  # the PyTorch reference, imported only by read_model
     from model import GPT
@@ -43,7 +45,6 @@ TENSOR_NAME_LEN = 40  # version 4; 48 before, over the type
 METADATA_KEY_MAX = 64
 MAX_STOP = 64
 RANK_NONE = 0xFFFFFFFF
-QUANT_GROUP = 32    # values per scale in a q8_0 or q4_0 matrix: the header's group_size
 GELU = {"tanh": 0, "erf": 1}
 POS = {"learned": 0, "sinusoidal": 1, "rotary": 2}
 NORM = {"layer": 0, "rms": 1}
@@ -51,8 +52,6 @@ FFN = {"gelu": 0, "swiglu": 1}
 # kernels/types.h's WT_*, from weight_types.py's one list: name -> id
 WEIGHT_TYPES = {t.name: t.id for t in TYPES}
 WT_F32, WT_Q8_0, WT_Q4_0 = WEIGHT_TYPES["f32"], WEIGHT_TYPES["q8_0"], WEIGHT_TYPES["q4_0"]
-# --dtype's mixes: a type per matrix as llama.cpp's llama-quantize chooses it (weight_types_of)
-MIXES = ("q4_k_m", "q5_k_m")
 PRETOK = {"char": 0, "gpt2": 1, "cl100k": 2, "whole": 3, "digits_gpt2": 4, "qwen2": 5}
 # the tokenizer section's flags and token kinds (model.h)
 TOK_MERGE_PAIRS, TOK_WHOLE_PIECES, TOK_SENTENCEPIECE, TOK_BYTE_FALLBACK = 1, 2, 4, 8
@@ -255,124 +254,6 @@ def file_tensors(model: "Weights | GPT") -> list[tuple[str, np.ndarray]]:
 
 # ---- the weight formats ----------------------------------------------------------------------
 
-def numbers_then_scales(numbers: np.ndarray, scales: np.ndarray) -> bytearray:
-    """All the numbers' bytes, zero padding to a multiple of 4 bytes, then all scales as float32,
-    copied once into the result."""
-    numbers, scales = np.ascontiguousarray(numbers), np.ascontiguousarray(scales, dtype="<f4")
-    n = numbers.nbytes
-    out = bytearray(n + (-n % 4) + scales.nbytes)
-    out[:n] = numbers.reshape(-1).view(np.uint8).data
-    out[n + (-n % 4):] = scales.reshape(-1).view(np.uint8).data
-    return out
-
-
-def quantized_in_c(groups: np.ndarray, fmt: str) -> bytearray | None:
-    """The file's bytes of groups (n, 32) in q8_0, q4_0 or q8_0_ggml made by export/quantize.c
-    straight into their places (numbers, padding, scales), or None without the library."""
-    width = 16 if fmt == "q4_0" else 32
-    n = len(groups) * width
-    out = bytearray(n + (-n % 4) + 4 * len(groups))
-    numbers = np.frombuffer(out, np.uint8, n).reshape(len(groups), width)
-    scales = np.frombuffer(out, np.float32, len(groups), n + (-n % 4))
-    return out if block_formats.quantize_groups(groups, fmt, numbers, scales) else None
-
-
-def q8_0_bytes(quants: np.ndarray, scales: np.ndarray) -> bytearray:
-    """q8_0's layout (kernels/types.h): all int8 quants, zero padding to a multiple of 4 bytes,
-    then all scales as float32."""
-    return numbers_then_scales(np.asarray(quants, dtype=np.int8), scales)
-
-
-def q4_0_bytes(packed: np.ndarray, scales: np.ndarray) -> bytearray:
-    """q4_0's layout: the quant bytes (16 a group: byte i holds quant i + 8 in its low 4 bits and
-    quant i + 16 + 8 in its high 4 bits), zero padding to a multiple of 4 bytes, then the scales."""
-    return numbers_then_scales(np.asarray(packed, dtype=np.uint8), scales)
-
-
-def quantize_q8(arr: np.ndarray) -> bytes:
-    """q8_0: per group of 32 consecutive values along a row, scale = max|w| / 127 (0 for an
-    all-zero group, whose quants are 0) and quant = round(w / scale) in [-127, 127]. Stored as
-    all quants, zero padding to a multiple of 4 bytes, then all scales as float32."""
-    groups = np.ascontiguousarray(arr, dtype=np.float32).reshape(-1, QUANT_GROUP)
-    fast = quantized_in_c(groups, "q8_0")
-    if fast is not None:
-        return fast
-    amax = np.abs(groups).max(axis=1)
-    scale = (amax / 127.0).astype(np.float32)
-    inv = np.divide(127.0, amax, out=np.zeros_like(amax), where=amax > 0)
-    quants = np.clip(np.rint(groups * inv[:, None]), -127, 127).astype(np.int8)
-    return q8_0_bytes(quants, scale)
-
-
-def quantize_q4(arr: np.ndarray) -> bytes:
-    """q4_0: per group of 32 consecutive values along a row, m = the value of largest magnitude
-    (the first such), scale = m / -8 as float32 (0 for an all-zero group) and quant = round(w /
-    scale) clipped to [-8, 7]: m itself becomes -8, so all 16 levels are used. Byte i of a
-    group's 16 holds quant i + 8 in its low 4 bits and quant i + 16 + 8 in its high 4 bits.
-    Stored as all quant bytes, zero padding to a multiple of 4 bytes, then all scales."""
-    groups = np.ascontiguousarray(arr, dtype=np.float32).reshape(-1, QUANT_GROUP)
-    fast = quantized_in_c(groups, "q4_0")
-    if fast is not None:
-        return fast
-    m = groups[np.arange(len(groups)), np.abs(groups).argmax(axis=1)]
-    scale = (m / np.float32(-8)).astype(np.float32) + np.float32(0)  # + 0: -0.0 becomes 0.0
-    safe = np.where(scale != 0, scale, np.float32(1)).astype(np.float64)
-    quants = np.where(scale[:, None] != 0, np.clip(np.rint(groups / safe[:, None]), -8, 7), 0).astype(np.int16) + 8
-    return q4_0_bytes((quants[:, :16] | (quants[:, 16:] << 4)).astype(np.uint8), scale)
-
-
-def unpack_q4(packed: np.ndarray) -> np.ndarray:
-    """q4_0 quant bytes (groups x 16) -> quants as int8 in [-8, 7], 32 per group in order."""
-    g = packed.reshape(-1, 16)
-    return np.concatenate([(g & 15).astype(np.int8) - 8, (g >> 4).astype(np.int8) - 8], axis=1).reshape(-1)
-
-
-def quantize_q8_like_ggml(arr: np.ndarray) -> bytes:
-    """q8_0 with ggml's numbers (quantize_row_q8_0_ref): d = max|w| / 127 rounded to binary16,
-    quant = roundf(w / d) (halves away from zero) from the unrounded d; in our layout, d as a
-    float32 scale: the values a GGUF Q8_0 tensor holds, for the mixes that follow llama.cpp."""
-    groups = np.ascontiguousarray(arr, dtype=np.float32).reshape(-1, QUANT_GROUP)
-    fast = quantized_in_c(groups, "q8_0_ggml")
-    if fast is not None:
-        return fast
-    d = (np.abs(groups).max(axis=1) / np.float32(127)).astype(np.float32)
-    inv = np.divide(np.float32(1), d, out=np.zeros_like(d), where=d != 0).astype(np.float32)
-    scaled = (groups * inv[:, None]).astype(np.float32)
-    # roundf: the fraction compared with one half exactly (|s| + 0.5 would round to 1 for the float
-    # just below one half)
-    magnitude = np.abs(scaled)
-    whole = np.floor(magnitude)
-    quants = (np.sign(scaled) * (whole + (magnitude - whole >= np.float32(0.5)))).astype(np.int8)
-    q = quants.tobytes()
-    return q + b"\0" * (-len(q) % 4) + block_formats.f16_round(d).astype("<f4").tobytes()
-
-
-def tensor_data(arr: np.ndarray, dtype: str) -> bytes:
-    """A tensor's bytes in the file in weight type dtype (q8_0_ggml: q8_0 with ggml's numbers)."""
-    if dtype == "q8_0":
-        return quantize_q8(arr)
-    if dtype == "q8_0_ggml":
-        return quantize_q8_like_ggml(arr)
-    if dtype == "q4_0":
-        return quantize_q4(arr)
-    if dtype in block_formats.FORMATS:
-        return block_formats.quantize(arr, dtype)
-    return np.ascontiguousarray(arr, dtype="<f4").tobytes()
-
-
-def stored_size(wtype: str, shape: tuple[int, ...]) -> int:
-    """The bytes a tensor of `shape` takes in the file as weight type wtype (kernels/types.h's
-    layouts; q8_0_ggml is q8_0's)."""
-    n = int(np.prod(shape))
-    if wtype in ("q8_0", "q8_0_ggml"):
-        return n + (-n % 4) + 4 * (n // QUANT_GROUP)
-    if wtype == "q4_0":
-        return n // 2 + (-(n // 2) % 4) + 4 * (n // QUANT_GROUP)
-    if wtype in block_formats.FORMATS:
-        block, size = block_formats.FORMATS[wtype]
-        return n // block * size
-    return 4 * n
-
 
 class Deferred:
     """A tensor's bytes, computed only when the file is written (so that the quantized tensors are
@@ -392,104 +273,6 @@ class Deferred:
         if self._done is not None:
             self._done()
         return data
-
-
-def type_block(wtype: str) -> int:
-    """Values per block of a weight type: a row's length must be a multiple of it."""
-    return block_formats.FORMATS[wtype][0] if wtype in block_formats.FORMATS else 1 if wtype == "f32" else QUANT_GROUP
-
-
-@dataclass
-class QuantizedMatrix:
-    """A matrix (rows, cols) already in q8_0's or q4_0's numbers, kept as they are rather than
-    quantized again: quants (q8_0: int8 (rows, cols); q4_0: the packed bytes (rows, cols / 2)) and
-    float32 scales (rows, cols / QUANT_GROUP). What an import of another format's quantized
-    matrices (gguf_import.py) writes bit for bit."""
-    wtype: str
-    quants: np.ndarray
-    scales: np.ndarray
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        rows, width = self.quants.shape
-        return rows, width * (2 if self.wtype == "q4_0" else 1)
-
-    def int8_quants(self) -> np.ndarray:
-        """The quants as int8 (rows, cols): q4_0's unpacked to -8..7."""
-        if self.wtype == "q8_0":
-            return self.quants
-        return unpack_q4(self.quants).reshape(self.shape)
-
-    def widened(self) -> "QuantizedMatrix":
-        """q4_0 as q8_0: the same quants (-8..7 fit int8) and scales, so the same numbers."""
-        return self if self.wtype == "q8_0" else QuantizedMatrix("q8_0", self.int8_quants(), self.scales)
-
-    def dequantized(self) -> np.ndarray:
-        """float32 (rows, cols): quant * scale, exact in float32 for a binary16 scale (at most 8
-        + 11 significant bits)."""
-        scales = np.repeat(self.scales, QUANT_GROUP, axis=1)
-        with np.errstate(invalid="ignore", over="ignore"):  # a file's infinite scale stays what it is
-            return (self.int8_quants().astype(np.float32) * scales).astype(np.float32)
-
-    def rows(self, order: np.ndarray) -> "QuantizedMatrix":
-        """The matrix with its rows taken in `order` (whole rows move, with their scales)."""
-        return QuantizedMatrix(self.wtype, self.quants[order], self.scales[order])
-
-    def data(self) -> bytes:
-        return (q8_0_bytes if self.wtype == "q8_0" else q4_0_bytes)(self.quants, self.scales)
-
-
-@dataclass
-class BlockMatrix:
-    """A matrix (rows, cols) in one of GGUF's block or 16-bit formats (block_formats.py), kept as
-    its bytes: raw (rows, bytes of a row). What an import of a GGUF's tensors copies block for
-    block."""
-    wtype: str
-    raw: np.ndarray
-    cols: int
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        return self.raw.shape[0], self.cols
-
-    def dequantized(self) -> np.ndarray:
-        """float32 (rows, cols): as ggml's dequantize_row_* (and run's row read) gives them."""
-        return block_formats.dequantize(np.ascontiguousarray(self.raw), self.wtype, self.shape)
-
-    def rows(self, order: np.ndarray) -> "BlockMatrix":
-        return BlockMatrix(self.wtype, self.raw[order], self.cols)
-
-    def widened(self) -> QuantizedMatrix:
-        """q5_0 as q8_0: the same numbers (its 5-bit numbers - 16 fit int8, d is the scale)."""
-        assert self.wtype == "q5_0"
-        blocks = np.ascontiguousarray(self.raw).reshape(-1, 22)
-        quants = (block_formats.numbers(blocks, "q5_0") - 16).astype(np.int8)
-        scales = block_formats.halves(blocks, 0)
-        return QuantizedMatrix("q8_0", quants.reshape(self.shape), scales.reshape(self.shape[0], -1))
-
-    def data(self) -> bytes:
-        return np.ascontiguousarray(self.raw).tobytes()
-
-
-def same_type(parts: list) -> bool:
-    """Whether matrices are all of one weight type (float32 values, or one quantized type)."""
-    kinds = {(type(p).__name__, getattr(p, "wtype", "f32")) for p in parts}
-    return len(kinds) == 1
-
-
-def stack_rows(parts: list["np.ndarray | QuantizedMatrix"]) -> "np.ndarray | QuantizedMatrix":
-    """Matrices with the same columns, one below the other (the fused query/key/value
-    projection), in the narrowest type that holds every part's numbers exactly: q4_0 if all are,
-    q8_0 if all are quantized (q4_0 widened), else float32 (quantized parts dequantized, exactly)."""
-    if all(isinstance(p, BlockMatrix) for p in parts) and same_type(parts):
-        return BlockMatrix(parts[0].wtype, np.concatenate([p.raw for p in parts]), parts[0].cols)
-    if all(isinstance(p, QuantizedMatrix) for p in parts):
-        if len({p.wtype for p in parts}) > 1:
-            parts = [p.widened() for p in parts]
-        return QuantizedMatrix(parts[0].wtype, np.concatenate([p.quants for p in parts]),
-                               np.concatenate([p.scales for p in parts]))
-    return np.concatenate([p.dequantized() if isinstance(p, (QuantizedMatrix, BlockMatrix)) else np.asarray(p, np.float32)
-                           for p in parts])
 
 
 @dataclass
@@ -595,41 +378,6 @@ def file_entries(tensors: list[tuple[str, np.ndarray]], version: int,
     out = [(name, name, arr) for name, arr in first]
     out += [(f"h.{layer}.{name}", name, arr[layer]) for layer in range(n_layer) for name, arr in stacked]
     return out + [(name, name, arr) for name, arr in last]
-
-
-def use_more_bits(layer: int, n_layer: int) -> bool:
-    """llama.cpp's layers that get more bits in its _M mixes: the first and last eighth, and
-    every third between."""
-    return layer < n_layer // 8 or layer >= 7 * n_layer // 8 or (layer - n_layer // 8) % 3 == 2
-
-
-# llama.cpp's replacement for a k type where a row is not a multiple of its 256 values
-K_FALLBACK = {"q4_k": "q5_0", "q5_k": "q5_1", "q6_k": "q8_0_ggml"}
-
-
-def dtype_type(dtype: str, name: str, base: str, cols: int, n_layer: int, tied: bool) -> str:
-    """The weight type --dtype gives matrix `name` as llama.cpp's llama-quantize gives its GGUF
-    tensor (without an imatrix): q4_k_m and q5_k_m: the output head (and a tied embedding)
-    q6_k, the value projection (our fused query/key/value, as llama.cpp treats GPT-2's fused
-    one) and the down projection q6_k on use_more_bits() layers, the rest q4_k (q5_k); any other
-    dtype is every matrix's type. Then, as llama.cpp does for every k type, one whose 256 values
-    do not divide the row falls back (q4_k to q5_0, q5_k to q5_1, q6_k to q8_0 with ggml's
-    numbers), and to f16 where 32 does not divide it either. A type of 32 values on a row it does
-    not divide is refused (entry_types), as llama.cpp refuses it."""
-    layer = int(name.split(".")[1]) if name.startswith("h.") else -1
-    wtype = dtype
-    if dtype in MIXES:
-        wtype = {"q4_k_m": "q4_k", "q5_k_m": "q5_k"}[dtype]
-        if base == "lm_head.weight" or (base == "wte" and tied):
-            wtype = "q6_k"
-        elif base in ("attn.c_attn.weight", "attn.v.weight", "mlp.c_proj.weight") and layer >= 0 \
-                and use_more_bits(layer, n_layer):
-            wtype = "q6_k"
-    if wtype in K_FALLBACK and cols % 256:
-        wtype = K_FALLBACK[wtype]
-        if cols % QUANT_GROUP:
-            wtype = "f16"
-    return wtype
 
 
 def entry_types(entries: list[tuple[str, str, np.ndarray]], dtype: str, tensor_types: dict[str, str] | None,
@@ -838,12 +586,6 @@ def write_file(out: Path, c: GPTConfig, tok: TokenizerData, table: list[tuple[st
 
 
 # ---- reading -----------------------------------------------------------------------------------
-
-def build_model(cfg: GPTConfig, sd: dict, what: str) -> Weights:
-    """A state dict in reference naming (arrays or torch tensors) as Weights, naming any missing
-    or misshapen key (config.weights_of)."""
-    return weights_of(cfg, sd, what)
-
 
 def read_tensors(path: Path) -> tuple[GPTConfig | None, TokenizerData, dict[str, FileTensor]]:
     """A weight file as its configuration (None for a tokenizer-only file), tokenizer and tensors."""

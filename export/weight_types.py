@@ -4,7 +4,7 @@ checks that the two agree. Everything per type in export/ is derived from TYPES:
 WEIGHT_TYPES (name -> id), block_formats.py's FORMATS (the types stored as GGUF's blocks), and
 gguf_import.py's copies (a GGUF type read block for block).
 
-usage: imported by weight_file.py, block_formats.py and gguf_import.py
+usage: imported by weight_file.py, quantizers.py, mixes.py, block_formats.py and gguf_import.py
 """
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ TYPES = (
 assert [t.id for t in TYPES] == list(range(len(TYPES)))
 
 BY_NAME = {t.name: t for t in TYPES}
+QUANT_GROUP = 32  # values per scale in a q8_0 or q4_0 matrix: the header's group_size
 # the types stored as a GGUF stores them: name -> (values per block, bytes per block); the
 # 16-bit ones are one value of 2 bytes
 GGUF_LAYOUT = {t.name: (t.block, t.block_bytes or 2) for t in TYPES if t.gguf is not None}

@@ -154,6 +154,30 @@ def test_every_arrow_points_down() -> None:
     assert [n for n in loads if n.startswith("kernels/")] == ["kernels/types.h"], loads
 
 
+def design_tree() -> list[str]:
+    """The files of docs/design.md's "Where things are" tree above kernels/, top to bottom."""
+    text = (REPO / "docs" / "design.md").read_text()
+    section = text[text.index("## Where things are"):text.index("The exporter is in rooms")]
+    names = re.findall(r"^    (?:[│├└─ ]*)([\w.]+\.[ch])\b", section, re.M)
+    return names[:names.index("util.h") + 1]
+
+
+def test_the_design_tree_is_the_include_order() -> None:
+    """docs/design.md lists every file of the program above kernels/ (run.c and each header but
+    tokenizer.c's tables) in an order where each includes only files below it: the arrows point
+    down, so no two files include each other, and the tree is the code's. run.c stays the
+    program's story, under 400 lines."""
+    order = design_tree()
+    files = {"run.c", *(p.name for p in REPO.glob("*.h"))} - {"unicode_tables.h", "unicode_nfc.h"}
+    assert sorted(order) == sorted(files), f"in the tree but not the code: {set(order) - files}; in the code but " \
+                                           f"not the tree: {files - set(order)}"
+    for i, name in enumerate(order):
+        for included in re.findall(r'^#include "([^"/]+)"', (REPO / name).read_text(), re.M):
+            assert included in order[i + 1:], f"{name} includes {included}, which the tree lists above it"
+    lines = len((REPO / "run.c").read_text().splitlines())
+    assert lines < 400, f"run.c has {lines} lines"
+
+
 def test_one_list_of_weight_types_in_c_and_python() -> None:
     """kernels/types.h's WEIGHT_TYPE_LIST and export/weight_types.py's TYPES are the same list:
     the same names at the same ids, the same values per block, the same bytes per block of the

@@ -21,7 +21,7 @@ from common import (DEFAULT_GPT2_VOCAB, REPO, RUN, TEXT, TMP, GPTConfig, beside,
                     gpt2_tokenizer, random_model, small_gpt2_tokenizer)
 from weight_file import file_tensors, write_model
 from compare import c_generate, c_logits, c_tokens, compare_logits, generation_agrees
-from export import save_checkpoint
+from source_checkpoint import save_checkpoint
 
 PYTHON = "/usr/bin/python3"
 

@@ -28,7 +28,7 @@ def small_model() -> Path:
 
 @lru_cache(maxsize=None)  # written once a session, never trusted from an older run
 def checkpoint() -> Path:
-    from export import save_checkpoint
+    from source_checkpoint import save_checkpoint
     path = TMP / "outputs_ckpt.pt"
     n = len(char_tokenizer().tokens)
     cfg = GPTConfig(n_layer=1, n_head=2, n_embd=32, n_hidden=64, n_ctx=64, vocab_size=n, vocab_padded=n)

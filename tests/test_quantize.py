@@ -1,5 +1,5 @@
 """The exporter's quantizers in C (export/quantize.c, export/build/libquantize.so) against their
-NumPy definitions (export/block_formats.py, weight_file.py's q8_0 and q4_0), byte for byte, on
+NumPy definitions (export/block_formats.py, quantizers.py's q8_0 and q4_0), byte for byte, on
 rows made to reach every branch:
 random rows of many scales, all-zero blocks, blocks below ggml's GROUP_MAX_EPS, all-positive and
 all-negative blocks (the k formats' min clamped to zero), a lone spike, equal values (a flat
@@ -14,7 +14,7 @@ import pytest
 
 from common import REPO  # (and export/ on the path)
 import block_formats  # noqa: E402
-from weight_file import tensor_data  # noqa: E402
+from quantizers import tensor_data  # noqa: E402
 
 FORMATS = ("q5_0", "q5_1", "q4_k", "q5_k", "q6_k", "q8_0", "q4_0", "q8_0_ggml")
 

@@ -354,7 +354,7 @@ def test_empty_file_and_directory(tmp_path) -> None:
 def test_killed_export_leaves_nothing(tmp_path) -> None:
     """SIGKILL an export at several moments: the target folder then holds either nothing new or
     the complete file, never a partial output or a stray temporary file."""
-    from export import save_checkpoint
+    from source_checkpoint import save_checkpoint
     tok = char_tokenizer()
     n = len(tok.tokens)
     model = random_model(GPTConfig(n_layer=4, n_head=4, n_embd=512, n_hidden=2048, n_ctx=64,

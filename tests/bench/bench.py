@@ -141,7 +141,7 @@ def write_random_model(cfg, tok, out: Path, dtype: str) -> None:
     """out: a model of configuration cfg with random weights (seed 124, std 0.02) and
     tokenizer tok, through a checkpoint and export/export.py as dtype."""
     import torch
-    from export import save_checkpoint
+    from source_checkpoint import save_checkpoint
     from model import GPT
     torch.set_num_threads(2)
     OUT.mkdir(exist_ok=True)
