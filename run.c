@@ -209,16 +209,22 @@ static void print_tokens(Transformer *t, const uint8_t *text, size_t len, unsign
 static void generation(const Decoder *d, const uint8_t *prompt, size_t prompt_len, const GenerateOptions *g,
                        double load_seconds) {
     int N = g->samples;
+    PromptTokens tokens;
+    Error e;
+    if (!prompt_tokens(d, prompt, prompt_len, g->encode, &tokens, &e)) die("%s", e.message);
     if (N > 1) fprintf(stderr, "seed: %llu (samples: seeds %llu to %llu)\n", (unsigned long long)g->seed,
                        (unsigned long long)g->seed, (unsigned long long)(g->seed + (uint64_t)N - 1));
     else fprintf(stderr, "seed: %llu\n", (unsigned long long)g->seed);
+    if (tokens.window)
+        fprintf(stderr, "note: the prompt is %ld tokens, longer than the context of %d: its first %ld tokens were "
+                "dropped\n", tokens.n_tokens, d->n_ctx, tokens.window);
     if (N > 1 && g->temperature == 0) fprintf(stderr, "note: -t 0 (greedy) makes all %d samples the same\n", N);
     Printer p;
-    printer_init(&p, N, g->seed, prompt, g->echo ? prompt_len : 0);
+    printer_init(&p, N, g->seed, prompt, g->echo && !tokens.from_start ? prompt_len : 0);
     Sink sink = printer_sink(&p);
     GenerateStats stats;
-    Error e;
-    if (!generate(d, prompt, prompt_len, g, &sink, &stats, &e)) die("%s", e.message);
+    if (!generate(d, &tokens, g, &sink, &stats, &e)) die("%s", e.message);
+    prompt_tokens_free(&tokens);
     output_finish(&p.out);
     if (p.out.written && p.out.last != '\n' && same_terminal()) fputc('\n', stderr);
     if (stats.context_full)
