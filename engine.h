@@ -110,7 +110,7 @@ static int build_state(RunState *s, const Config *c, int n_seq, CacheType cache_
         !(s->heads = alloc_zeroed(B * Q * sizeof(float), "the heads' outputs", e)) ||
         !(s->qkv = alloc_zeroed(B * (size_t)c->qkv_dim * sizeof(float), "qkv", e)) ||
         !(s->hb = alloc_zeroed(B * H * sizeof(float), "hb", e)) ||
-        (c->ffn == FFN_SWIGLU && !(s->hb2 = alloc_zeroed(B * H * sizeof(float), "hb2", e))) ||
+        (c->ffn != FFN_GELU && !(s->hb2 = alloc_zeroed(B * H * sizeof(float), "hb2", e))) ||
         !(s->logits = alloc_zeroed(B * (size_t)c->vocab_size * sizeof(float), "logits", e)) ||
         !(s->att.buffer = alloc_zeroed(attention_jobs(s->block, n_seq, c->n_head) * s->att.slice * sizeof(float),
                                        "attention", e)))
@@ -169,9 +169,11 @@ static int layer_rotary_tables(const Config *c, TransformerWeights *w, Error *e)
             if (w->layer[k].rotary && w->layer[k].rope_theta == L->rope_theta)
                 L->rope_cos = w->layer[k].rope_cos, L->rope_sin = w->layer[k].rope_sin;
         if (L->rope_cos) continue;
-        const float *freqs = L->rope_theta == c->rope_theta ? w->rope_freqs : NULL;
+        /* LongRoPE: the long frequencies for a context past the one the short ones serve */
+        const float *file_freqs = c->rope_long && c->n_ctx > c->rope_original ? w->rope_freqs_long : w->rope_freqs;
+        const float *freqs = L->rope_theta == c->rope_theta ? file_freqs : NULL;
         float **pair = &w->rope_tables[w->n_rope_tables];
-        TRY(rotary_tables(&pair[0], &pair[1], c->n_ctx, c->head_size, L->rope_theta, freqs, e));
+        TRY(rotary_tables(&pair[0], &pair[1], c->n_ctx, c->rotary_dims, L->rope_theta, freqs, c->rope_scale, e));
         w->n_rope_tables += 2;
         L->rope_cos = pair[0], L->rope_sin = pair[1];
     }
@@ -271,11 +273,14 @@ static void free_transformer(Transformer *t) {
  * export/model.py: every step below works on all T tokens at once, with the operations of
  * kernels/ and the key/value cache of kv_cache.h. */
 
-/* The token's embedding into x (n_embd), plus its position's encoding unless the positions
- * are rotary (those enter each layer's queries and keys instead) */
+/* The token's embedding into x (n_embd), times the file's scale (Gemma, Granite), plus its
+ * position's encoding unless the positions are rotary (those enter each layer's queries and keys
+ * instead) */
 static void embed(const Transformer *t, float *x, uint32_t token, int pos) {
     int C = t->config.n_embd;
     weight_type((uint32_t)t->weights.wte.type)->row(&t->weights.wte, (int)token, x); /* dequantized if need be */
+    if (t->config.embed_scale != 1.0f)
+        for (int i = 0; i < C; i++) x[i] *= t->config.embed_scale;
     if (t->config.pos_kind == POS_ROTARY) return;
     const float *position = t->weights.wpe + (size_t)pos * C;
     for (int i = 0; i < C; i++) x[i] += position[i];
@@ -287,16 +292,51 @@ static void norm(const Config *c, float *out, const float *x, const float *weigh
     else layernorm(out, x, weight, bias, T, c->n_embd, c->norm_eps);
 }
 
+/* The queries' and keys' own norms (qk_norm), of the T tokens' qkv rows: RMSNorm over each head
+ * (Qwen3, Gemma 3), or over the whole query and the whole key (OLMo 2) */
+static void normalize_queries_keys(const Config *c, const LayerWeights *L, float *qkv, int T) {
+    int hs = c->head_size, i;
+    SPLIT_FOR(T > 1, schedule(static), (i = 0; i < T; i++), {
+        float *query = qkv + (size_t)i * c->qkv_dim, *key = query + (size_t)c->n_head * hs;
+        if (c->qk_norm == QK_NORM_HEAD) {
+            for (int h = 0; h < c->n_head; h++) rms_row(query + h * hs, query + h * hs, L->q_norm, hs, c->norm_eps);
+            for (int h = 0; h < c->n_kv_head; h++) rms_row(key + h * hs, key + h * hs, L->k_norm, hs, c->norm_eps);
+        } else {
+            rms_row(query, query, L->q_norm, c->n_head * hs, c->norm_eps);
+            rms_row(key, key, L->k_norm, c->n_kv_head * hs, c->norm_eps);
+        }
+    });
+}
+
 /* Rotary positions: each of the T tokens' query heads and key heads (qkv rows, queries then
- * keys) rotated by the token's position (model.h) */
+ * keys) rotated by the token's position (model.h), their first rotary_dims dimensions */
 static void rotate_queries_keys(const Config *c, const LayerWeights *L, float *qkv, int T, const Positions *at) {
-    int half = c->head_size / 2, i;
+    int half = c->rotary_dims / 2, i;
     SPLIT_FOR(T > 1, schedule(static), (i = 0; i < T; i++), {
         float *query = qkv + (size_t)i * c->qkv_dim, *key = query + (size_t)c->n_head * c->head_size;
         size_t row = (size_t)position_of(at, i) * half;
-        rotary(query, c->n_head, c->head_size, L->rope_cos + row, L->rope_sin + row);
-        rotary(key, c->n_kv_head, c->head_size, L->rope_cos + row, L->rope_sin + row);
+        rotary(query, c->n_head, c->head_size, c->rotary_dims, L->rope_cos + row, L->rope_sin + row);
+        rotary(key, c->n_kv_head, c->head_size, c->rotary_dims, L->rope_cos + row, L->rope_sin + row);
     });
+}
+
+/* A sublayer's output (T, n_embd) into the residual stream: normalized first when the block
+ * normalizes outputs (NORM_AFTER), scaled when the file says (Granite), then added */
+static void add_to_residual(const Config *c, float *x, float *out, const float *post_norm, int T) {
+    if (c->norm_after) norm(c, out, out, post_norm, NULL, T);
+    if (c->residual_scale != 1.0f) {
+        int i;
+        SPLIT_FOR(T * c->n_embd > 4096, schedule(static), (i = 0; i < T * c->n_embd; i++), { out[i] *= c->residual_scale; });
+    }
+    residual_add(x, out, T * c->n_embd);
+}
+
+/* The logits of `rows` tokens as the file shapes them: divided (Granite), then capped (Gemma 2) */
+static void shape_logits(const Config *c, float *logits, int rows) {
+    long n = (long)rows * c->vocab_size, i;
+    float divisor = c->logit_divisor, cap = c->logit_softcap;
+    if (divisor != 1.0f) SPLIT_FOR(n > 4096, schedule(static), (i = 0; i < n; i++), { logits[i] /= divisor; });
+    if (cap != 0.0f) SPLIT_FOR(n > 4096, schedule(static), (i = 0; i < n; i++), { logits[i] = cap * tanhf(logits[i] / cap); });
 }
 
 /* nn.Linear on T tokens: out (T, rows) = x (T, cols) @ W^T + bias; separate: the tokens are
@@ -330,35 +370,43 @@ static void forward_steps(Transformer *t, const uint32_t *tokens, int T, Positio
     for (int l = 0; l < c->n_layer; l++) {
         const LayerWeights *L = &w->layer[l]; /* its weights, and its row of the layer table */
 
-        /* attention: norm, fused query/key/value projection, rotary positions when the layer
-         * has them: (T, QKV) rows of n_head queries, then n_kv_head keys and values */
-        norm(c, s->xb, x, L->ln_1_weight, L->ln_1_bias, T);
-        linear(s, s->qkv, s->xb, &L->c_attn, L->c_attn_bias, T, separate);
+        /* attention: norm (or, in a block that normalizes outputs only, the residual stream
+         * itself), fused query/key/value projection, the queries' and keys' own norms and rotary
+         * positions when the layer has them: (T, QKV) rows of n_head queries, then n_kv_head
+         * keys and values */
+        const float *in = x;
+        if (c->norm_before) norm(c, s->xb, x, L->ln_1_weight, L->ln_1_bias, T), in = s->xb;
+        linear(s, s->qkv, in, &L->c_attn, L->c_attn_bias, T, separate);
         float *query = s->qkv, *key = query + c->n_head * c->head_size, *value = key + c->n_kv_head * c->head_size;
+        if (c->qk_norm) normalize_queries_keys(c, L, s->qkv, T);
         if (L->rotary) rotate_queries_keys(c, L, s->qkv, T, &at);
 
         /* causal multi-head attention: each token's keys and values go to its sequence's cache,
-         * then each (token, query head) attends over that cache up to its position and writes
-         * its slice of heads, (T, n_head head_size) */
+         * then each (token, query head) attends over that cache up to its position (the last
+         * `window` of them in a layer with a window) and writes its slice of heads,
+         * (T, n_head head_size) */
         store_keys_values(&s->kv, l, key, value, (size_t)QKV, T, &at);
-        multi_head_attention(&s->kv, l, c->n_head, T, &at, query, QKV, s->heads, Q, &s->att);
+        ScoreShape shape = {c->attn_scale, c->attn_softcap, L->window};
+        multi_head_attention(&s->kv, l, c->n_head, T, &at, query, QKV, s->heads, Q, shape, &s->att);
 
-        /* output projection and residual */
+        /* output projection, into the residual stream */
         linear(s, s->xb2, s->heads, &L->attn_proj, L->attn_proj_bias, T, separate);
-        residual_add(x, s->xb2, T * C);
+        add_to_residual(c, x, s->xb2, L->attn_post_norm, T);
 
-        /* feed-forward: norm, up projection, GELU (or SwiGLU: times silu of the gate), down
-         * projection, residual */
-        norm(c, s->xb, x, L->ln_2_weight, L->ln_2_bias, T);
-        linear(s, s->hb, s->xb, &L->c_fc, L->c_fc_bias, T, separate);
-        if (c->ffn == FFN_SWIGLU) {
-            linear(s, s->hb2, s->xb, &L->mlp_gate, L->mlp_gate_bias, T, separate);
-            swiglu(s->hb, s->hb2, T * H);
-        } else {
+        /* feed-forward: norm, up projection, GELU (or SwiGLU, GEGLU: times silu, gelu of the
+         * gate), down projection, into the residual stream */
+        in = x;
+        if (c->norm_before) norm(c, s->xb, x, L->ln_2_weight, L->ln_2_bias, T), in = s->xb;
+        linear(s, s->hb, in, &L->c_fc, L->c_fc_bias, T, separate);
+        if (c->ffn == FFN_GELU) {
             gelu(s->hb, T * H, c->gelu);
+        } else {
+            linear(s, s->hb2, in, &L->mlp_gate, L->mlp_gate_bias, T, separate);
+            if (c->ffn == FFN_SWIGLU) swiglu(s->hb, s->hb2, T * H);
+            else geglu(s->hb, s->hb2, T * H, c->gelu);
         }
         linear(s, s->xb2, s->hb, &L->mlp_proj, L->mlp_proj_bias, T, separate);
-        residual_add(x, s->xb2, T * C);
+        add_to_residual(c, x, s->xb2, L->mlp_post_norm, T);
     }
 
     /* final norm and the output head (vocab_size rows: padded ones are never computed), for
@@ -367,6 +415,7 @@ static void forward_steps(Transformer *t, const uint32_t *tokens, int T, Positio
     float *last = x + (size_t)first * C;
     norm(c, last, last, w->ln_f_weight, w->ln_f_bias, T - first);
     linear(s, s->logits, last, &w->lm_head, NULL, T - first, separate);
+    shape_logits(c, s->logits, T - first);
 }
 
 /* The T tokens (at their positions in their sequences) through the model: returns the logits

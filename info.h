@@ -5,6 +5,7 @@
 
 #include "util.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -32,11 +33,25 @@ static void print_block_design(const Config *c) {
     int gpt2 = c->norm == NORM_LAYER && c->pos_kind != POS_ROTARY && c->ffn == FFN_GELU;
     int llama = c->norm == NORM_RMS && c->pos_kind == POS_ROTARY && c->ffn == FFN_SWIGLU;
     printf("block: %s (%s, ", gpt2 ? "GPT-2" : llama ? "Llama" : "mixed", c->norm == NORM_RMS ? "RMSNorm" : "LayerNorm");
-    if (c->pos_kind == POS_ROTARY)
-        printf("rotary positions theta %g%s, ", (double)c->rope_theta, c->rope_freqs ? " rescaled by the file" : "");
-    else printf("%s positions added, ", c->pos_kind == POS_LEARNED ? "learned" : "sinusoidal");
+    if (c->norm_after) printf(c->norm_before ? "norms before and after each sublayer, " : "norms after each sublayer, ");
+    if (c->qk_norm) printf("query and key norms %s, ", c->qk_norm == QK_NORM_HEAD ? "per head" : "over the projection");
+    if (c->pos_kind == POS_ROTARY) {
+        printf("rotary positions theta %g%s", (double)c->rope_theta,
+               c->rope_long ? " rescaled by the file (LongRoPE)" : c->rope_freqs ? " rescaled by the file" : "");
+        if (c->rotary_dims != c->head_size) printf(" on %d of %d dimensions", c->rotary_dims, c->head_size);
+        if (c->rope_scale != 1.0f) printf(" scaled by %g", (double)c->rope_scale);
+        printf(", ");
+    } else {
+        printf("%s positions added, ", c->pos_kind == POS_LEARNED ? "learned" : "sinusoidal");
+    }
     if (c->ffn == FFN_SWIGLU) printf("SwiGLU feed-forward, ");
-    else printf("GELU (%s) feed-forward, ", c->gelu == GELU_TANH ? "tanh" : "erf");
+    else printf("%s (%s) feed-forward, ", c->ffn == FFN_GEGLU ? "GEGLU" : "GELU", c->gelu == GELU_TANH ? "tanh" : "erf");
+    if (c->embed_scale != 1.0f) printf("embedding times %g, ", (double)c->embed_scale);
+    if (c->attn_scale != 1.0f / sqrtf((float)c->head_size)) printf("queries times %g, ", (double)c->attn_scale);
+    if (c->attn_softcap != 0.0f) printf("scores capped at %g, ", (double)c->attn_softcap);
+    if (c->residual_scale != 1.0f) printf("sublayer outputs times %g, ", (double)c->residual_scale);
+    if (c->logit_divisor != 1.0f) printf("logits divided by %g, ", (double)c->logit_divisor);
+    if (c->logit_softcap != 0.0f) printf("logits capped at %g, ", (double)c->logit_softcap);
     if (c->n_kv_head == c->n_head) printf("multi-head attention, ");
     else if (c->n_kv_head == 1) printf("multi-query attention, ");
     else printf("grouped-query attention %d:%d, ", c->n_head, c->n_kv_head);

@@ -242,11 +242,19 @@ static void attention_recorded(const HeadAttention *b, float *scratch, float *we
 /* Causal attention of the T tokens in layer l, every one of n_head query heads: token i's query
  * of head h at queries[i * q_stride + h * head_size ..], keys and values those of key/value head
  * h / (n_head / n_kv_head) in the cache of its sequence; head h's output goes to out[i *
- * out_stride + h * head_size ..]. The work is split between threads by (tile of up to QUERY_TILE
+ * out_stride + h * head_size ..]. The scores are shaped by the layer: the query's scale, a cap,
+ * a window (HeadAttention). The work is split between threads by (tile of up to QUERY_TILE
  * consecutive positions, or one token; query heads): a decode step's token (one query per head)
  * gives a job two heads, which attention_heads() interleaves. */
+typedef struct {
+    float scale;   /* the query times this before its scores */
+    float softcap; /* scores capped at +-softcap by tanh (0: none) */
+    int window;    /* the last `window` positions seen (0: all) */
+} ScoreShape;
+
 static void multi_head_attention(const KVCache *kv, int l, int n_head, int T, const Positions *at, const float *queries,
-                                 int q_stride, float *out, int out_stride, const AttentionScratch *scratch) {
+                                 int q_stride, float *out, int out_stride, ScoreShape shape,
+                                 const AttentionScratch *scratch) {
     int hs = kv->head_size, group = n_head / kv->n_kv_head, job;
     int per_tile = at->samples ? 1 : QUERY_TILE, heads_per_job = T == 1 || at->samples ? MAX_HEADS_AT_ONCE : 1;
     int tiles = (T + per_tile - 1) / per_tile, len = scratch->record_len;
@@ -265,6 +273,7 @@ static void multi_head_attention(const KVCache *kv, int l, int n_head, int T, co
                 .prefix_values = head_values(kv, 0, l, h / group),
                 .out = out + (size_t)i * out_stride + h * hs, .out_stride = out_stride,
                 .pos = pos, .nq = min_int(per_tile, T - i), .head_size = hs,
+                .scale = shape.scale, .softcap = shape.softcap, .window = shape.window,
             };
         }
         float *buffer = scratch->buffer + (size_t)job * scratch->slice;

@@ -42,8 +42,21 @@ typedef struct {
     int pos_kind;     /* POS_LEARNED, POS_SINUSOIDAL (added to the embedding) or POS_ROTARY */
     float rope_theta; /* POS_ROTARY: base of the frequencies */
     int rope_freqs;   /* POS_ROTARY: 1 when the file gives the frequencies (a rope_freqs tensor) */
-    int ffn;          /* FFN_GELU or FFN_SWIGLU */
-    int gelu;         /* FFN_GELU: GELU_TANH or GELU_ERF */
+    int rotary_dims;  /* POS_ROTARY: the dimensions of each head rotated (the first ones) */
+    float rope_scale; /* POS_ROTARY: cos and sin times this (1: none) */
+    int rope_long;    /* POS_ROTARY: 1 when the file has rope_freqs_long, for a context past rope_original */
+    int rope_original;
+    int ffn;          /* FFN_GELU, FFN_SWIGLU or FFN_GEGLU */
+    int gelu;         /* FFN_GELU, FFN_GEGLU: GELU_TANH or GELU_ERF */
+    int qk_norm;      /* QK_NORM_NONE, QK_NORM_HEAD (each head's query and key) or QK_NORM_WHOLE */
+    int norm_before;  /* ln_1 and ln_2 normalize each sublayer's input (NORM_BEFORE) */
+    int norm_after;   /* attn.post_norm and mlp.post_norm normalize its output (NORM_AFTER) */
+    float embed_scale;    /* the token embedding times this (1: none) */
+    float attn_scale;     /* the query times this before its scores: 1/sqrt(head_size) unless the file says */
+    float residual_scale; /* each sublayer's output times this before the residual add (1: none) */
+    float logit_divisor;  /* the logits divided by this (1: none) */
+    float attn_softcap;   /* scores s become cap tanh(s / cap) (0: none) */
+    float logit_softcap;  /* logits likewise (0: none) */
     int bias;         /* BIAS_* bits: which tensors have biases */
     int tied_head;
     int qkv_apart;    /* the query, key and value projections are three tensors (model.h) */
@@ -53,13 +66,17 @@ typedef struct {
  * and scales) are nn.Linear's (out, in); vectors are float32. A bias, or the gate, that the
  * file does not have is NULL (model.h says which each block design has). */
 typedef struct {
-    const float *ln_1_weight;     /* (n_embd) norm before attention */
+    const float *ln_1_weight;     /* (n_embd) norm before attention (NORM_BEFORE) */
     const float *ln_1_bias;       /* (n_embd) */
     Matrix c_attn;                /* (qkv_dim, n_embd) fused query, key, value projections; with
                                      qkv_apart the rows of qkv[0..2] (a matrix of parts) */
     Matrix qkv[3];                /* qkv_apart: (n_head head_size, n_embd) query, (n_kv_head
                                      head_size, n_embd) key and value projections */
     const float *c_attn_bias;     /* (qkv_dim) */
+    const float *q_norm, *k_norm; /* QK_NORM_HEAD: (head_size) each; QK_NORM_WHOLE: (n_head
+                                     head_size) and (n_kv_head head_size) */
+    const float *attn_post_norm;  /* (n_embd) NORM_AFTER: the norm of attention's output */
+    const float *mlp_post_norm;   /* (n_embd) NORM_AFTER: the norm of the feed-forward's output */
     Matrix attn_proj;             /* (n_embd, n_head head_size) attention's output projection */
     const float *attn_proj_bias;  /* (n_embd) */
     const float *ln_2_weight;     /* (n_embd) norm before the feed-forward */
@@ -81,14 +98,15 @@ typedef struct {
 typedef struct {
     Matrix wte;                /* (vocab_padded, n_embd) token embedding */
     const float *wpe;          /* (n_ctx, n_embd) learned positions, or the sinusoid table */
-    const float *rope_freqs;   /* (head_size / 2) rotary frequencies from the file, or NULL */
+    const float *rope_freqs;   /* (rotary_dims / 2) rotary frequencies from the file, or NULL */
+    const float *rope_freqs_long; /* (rotary_dims / 2) those for a context past rope_original, or NULL */
     LayerWeights *layer;       /* (n_layer) */
     const float *ln_f_weight;  /* (n_embd) */
     const float *ln_f_bias;    /* (n_embd) or NULL */
     Matrix lm_head;            /* (vocab_size, n_embd), the first rows of its (vocab_padded,
                                   n_embd) tensor, or of wte when tied */
     float *sinusoid;           /* owned (n_ctx, n_embd) table that wpe points at, or NULL */
-    float **rope_tables;       /* owned: each rotary base's (n_ctx, head_size / 2) cos and sin tables,
+    float **rope_tables;       /* owned: each rotary base's (n_ctx, rotary_dims / 2) cos and sin tables,
                                   in pairs, that the layers point at */
     int n_rope_tables;
 } TransformerWeights;
@@ -122,7 +140,7 @@ static int product_matrices(const Config *c, TransformerWeights *w, Matrix **out
         for (int p = 0; p < (c->qkv_apart ? 3 : 0); p++) out[count++] = &L->qkv[p];
         if (!c->qkv_apart) out[count++] = &L->c_attn;
         out[count++] = &L->attn_proj;
-        if (c->ffn == FFN_SWIGLU) out[count++] = &L->mlp_gate;
+        if (c->ffn != FFN_GELU) out[count++] = &L->mlp_gate;
         out[count++] = &L->c_fc;
         out[count++] = &L->mlp_proj;
     }
@@ -142,7 +160,7 @@ typedef struct {
     size_t stride;
 } TensorSpec;
 
-#define MAX_TENSORS 32
+#define MAX_TENSORS 40
 
 /* The tensors a header implies, in file order (model.h; export/weight_file.py writes the same
  * list). */
@@ -150,7 +168,9 @@ static int tensor_list(const Config *c, TransformerWeights *w, TensorSpec *out) 
     uint64_t L = (uint64_t)c->n_layer, C = (uint64_t)c->n_embd, H = (uint64_t)c->n_hidden;
     uint64_t Vp = (uint64_t)c->vocab_padded, QKV = (uint64_t)c->qkv_dim;
     int norm_bias = c->bias & BIAS_NORM, qkv_bias = c->bias & BIAS_QKV, out_bias = c->bias & BIAS_ATTN_OUT;
-    int ffn_bias = c->bias & BIAS_FFN, swiglu = c->ffn == FFN_SWIGLU;
+    int ffn_bias = c->bias & BIAS_FFN, gated = c->ffn == FFN_SWIGLU || c->ffn == FFN_GEGLU;
+    uint64_t Q = (uint64_t)c->n_head * (uint64_t)c->head_size, KV = (uint64_t)c->n_kv_head * (uint64_t)c->head_size;
+    uint64_t hs = (uint64_t)c->head_size, whole = c->qk_norm == QK_NORM_WHOLE;
     LayerWeights *l0 = w->layer;
     size_t S = sizeof(LayerWeights);
     int n = 0;
@@ -158,11 +178,11 @@ static int tensor_list(const Config *c, TransformerWeights *w, TensorSpec *out) 
 #define LAYER(nm, r, k, m, field) out[n++] = (TensorSpec){nm, L, r, k, m, &l0->field, S}
     MODEL("wte", Vp, C, 1, wte);
     if (c->pos_kind == POS_LEARNED) MODEL("wpe", (uint64_t)c->n_ctx, C, 0, wpe);
-    if (c->pos_kind == POS_ROTARY && c->rope_freqs) MODEL("rope_freqs", 1, (uint64_t)c->head_size / 2, 0, rope_freqs);
-    LAYER("ln_1.weight", 1, C, 0, ln_1_weight);
-    if (norm_bias) LAYER("ln_1.bias", 1, C, 0, ln_1_bias);
+    if (c->pos_kind == POS_ROTARY && c->rope_freqs) MODEL("rope_freqs", 1, (uint64_t)c->rotary_dims / 2, 0, rope_freqs);
+    if (c->pos_kind == POS_ROTARY && c->rope_long) MODEL("rope_freqs_long", 1, (uint64_t)c->rotary_dims / 2, 0, rope_freqs_long);
+    if (c->norm_before) LAYER("ln_1.weight", 1, C, 0, ln_1_weight);
+    if (c->norm_before && norm_bias) LAYER("ln_1.bias", 1, C, 0, ln_1_bias);
     if (c->qkv_apart) {
-        uint64_t Q = (uint64_t)c->n_head * (uint64_t)c->head_size, KV = (uint64_t)c->n_kv_head * (uint64_t)c->head_size;
         LAYER("attn.q.weight", Q, C, 1, qkv[0]);
         LAYER("attn.k.weight", KV, C, 1, qkv[1]);
         LAYER("attn.v.weight", KV, C, 1, qkv[2]);
@@ -170,16 +190,20 @@ static int tensor_list(const Config *c, TransformerWeights *w, TensorSpec *out) 
         LAYER("attn.c_attn.weight", QKV, C, 1, c_attn);
     }
     if (qkv_bias) LAYER("attn.c_attn.bias", 1, QKV, 0, c_attn_bias);
-    LAYER("attn.c_proj.weight", C, (uint64_t)c->n_head * (uint64_t)c->head_size, 1, attn_proj);
+    if (c->qk_norm) LAYER("attn.q_norm.weight", 1, whole ? Q : hs, 0, q_norm);
+    if (c->qk_norm) LAYER("attn.k_norm.weight", 1, whole ? KV : hs, 0, k_norm);
+    LAYER("attn.c_proj.weight", C, Q, 1, attn_proj);
     if (out_bias) LAYER("attn.c_proj.bias", 1, C, 0, attn_proj_bias);
-    LAYER("ln_2.weight", 1, C, 0, ln_2_weight);
-    if (norm_bias) LAYER("ln_2.bias", 1, C, 0, ln_2_bias);
-    if (swiglu) LAYER("mlp.gate.weight", H, C, 1, mlp_gate);
-    if (swiglu && ffn_bias) LAYER("mlp.gate.bias", 1, H, 0, mlp_gate_bias);
+    if (c->norm_after) LAYER("attn.post_norm.weight", 1, C, 0, attn_post_norm);
+    if (c->norm_before) LAYER("ln_2.weight", 1, C, 0, ln_2_weight);
+    if (c->norm_before && norm_bias) LAYER("ln_2.bias", 1, C, 0, ln_2_bias);
+    if (gated) LAYER("mlp.gate.weight", H, C, 1, mlp_gate);
+    if (gated && ffn_bias) LAYER("mlp.gate.bias", 1, H, 0, mlp_gate_bias);
     LAYER("mlp.c_fc.weight", H, C, 1, c_fc);
     if (ffn_bias) LAYER("mlp.c_fc.bias", 1, H, 0, c_fc_bias);
     LAYER("mlp.c_proj.weight", C, H, 1, mlp_proj);
     if (ffn_bias) LAYER("mlp.c_proj.bias", 1, C, 0, mlp_proj_bias);
+    if (c->norm_after) LAYER("mlp.post_norm.weight", 1, C, 0, mlp_post_norm);
     MODEL("ln_f.weight", 1, C, 0, ln_f_weight);
     if (norm_bias) MODEL("ln_f.bias", 1, C, 0, ln_f_bias);
     if (!c->tied_head) MODEL("lm_head.weight", Vp, C, 1, lm_head);
@@ -318,6 +342,35 @@ static int float_field(const char *name, float value, float lo, float hi, const 
     return 1;
 }
 
+/* Version 5's switches of the block (model.h, bytes 160 to 207), each checked. */
+static int load_block_fields(const FileHeader *h, Config *c, Error *e) {
+    TRY(field("qk_norm", h->qk_norm, QK_NORM_NONE, QK_NORM_WHOLE, &c->qk_norm, e));
+    int place = 0;
+    TRY(field("norm_place", h->norm_place, NORM_BEFORE, NORM_BEFORE | NORM_AFTER, &place, e));
+    c->norm_before = place & NORM_BEFORE, c->norm_after = (place & NORM_AFTER) != 0;
+    if (c->qk_norm && c->norm != NORM_RMS)
+        return fail(e, "model file: qk_norm %d needs RMSNorm (norm %d)" HINT, c->qk_norm, c->norm);
+    TRY(float_field("embed_scale", h->embed_scale, 0.0f, INFINITY, "a finite number above 0", &c->embed_scale, e));
+    TRY(float_field("residual_scale", h->residual_scale, 0.0f, INFINITY, "a finite number above 0", &c->residual_scale, e));
+    TRY(float_field("logit_divisor", h->logit_divisor, 0.0f, INFINITY, "a finite number above 0", &c->logit_divisor, e));
+    if (h->attn_scale == 0.0f && !signbit(h->attn_scale)) c->attn_scale = 0.0f; /* 1/sqrt(head_size), below */
+    else TRY(float_field("attn_scale", h->attn_scale, 0.0f, INFINITY, "0 or a finite number above 0", &c->attn_scale, e));
+    const char *caps[2] = {"attn_softcap", "logit_softcap"};
+    float given[2] = {h->attn_softcap, h->logit_softcap}, *into[2] = {&c->attn_softcap, &c->logit_softcap};
+    for (int k = 0; k < 2; k++) {
+        if (given[k] == 0.0f && !signbit(given[k])) *into[k] = 0.0f;
+        else TRY(float_field(caps[k], given[k], 0.0f, INFINITY, "0 or a finite number above 0", into[k], e));
+    }
+    if (c->pos_kind == POS_ROTARY) {
+        c->rotary_dims = (int)(h->rotary_dims > 1u << 16 ? 1u << 16 : h->rotary_dims); /* checked below */
+        TRY(float_field("rope_scale", h->rope_scale, 0.0f, INFINITY, "a finite number above 0", &c->rope_scale, e));
+        TRY(field("rope_long", h->rope_long, 0, 1, &c->rope_long, e));
+        TRY(field("rope_original", h->rope_original, c->rope_long ? 1 : 0, c->rope_long ? 1u << 24 : 0,
+                  &c->rope_original, e));
+    }
+    return 1;
+}
+
 static int load_header(const ModelFile *f, Config *c, Error *e) {
     const FileHeader *h = f->header;
     if (h->magic != MODEL_MAGIC) return fail(e, "model file: bad magic (not a model file written by export/export.py)");
@@ -331,9 +384,13 @@ static int load_header(const ModelFile *f, Config *c, Error *e) {
     /* Bounds are generous but keep every count an int and every product checked below. */
     TRY(field("n_layer", h->n_layer, 0, 4096, &c->n_layer, e));
     TRY(field("vocab_size", h->vocab_size, 1, 1u << 24, &c->vocab_size, e));
-    if (c->n_layer == 0) /* tokenizer-only file */
-        return h->version < 5 || h->head_size == 0 ? 1 : fail(e, "model file: a tokenizer-only file has head_size %u, "
-                                                                 "expected 0" HINT, h->head_size);
+    if (c->n_layer == 0) { /* tokenizer-only file: version 5's fields of a model are zero */
+        if (h->version >= 5 && h->head_size)
+            return fail(e, "model file: a tokenizer-only file has head_size %u, expected 0" HINT, h->head_size);
+        for (size_t i = offsetof(FileHeader, qk_norm); h->version >= 5 && i < offsetof(FileHeader, reserved); i++)
+            if (f->data[i]) return fail(e, "model file: a tokenizer-only file has a block field at byte %zu" HINT, i);
+        return 1;
+    }
     TRY(field("n_head", h->n_head, 1, 4096, &c->n_head, e));
     TRY(field("n_embd", h->n_embd, 1, 1u << 20, &c->n_embd, e));
     TRY(field("n_hidden", h->n_hidden, 1, 1u << 22, &c->n_hidden, e));
@@ -353,7 +410,7 @@ static int load_header(const ModelFile *f, Config *c, Error *e) {
         TRY(field("bias", h->bias, 0, BIAS_ALL, &c->bias, e));
         TRY(field("pos_kind", h->pos_kind, POS_LEARNED, POS_ROTARY, &c->pos_kind, e));
         TRY(field("norm", h->norm, NORM_LAYER, NORM_RMS, &c->norm, e));
-        TRY(field("ffn", h->ffn, FFN_GELU, FFN_SWIGLU, &c->ffn, e));
+        TRY(field("ffn", h->ffn, FFN_GELU, h->version >= 5 ? FFN_GEGLU : FFN_SWIGLU, &c->ffn, e));
         TRY(field("n_kv_head", h->n_kv_head, 1, (uint32_t)c->n_head, &c->n_kv_head, e));
         if (c->n_head % c->n_kv_head)
             return fail(e, "model file: n_head %d is not a multiple of n_kv_head %d" HINT, c->n_head, c->n_kv_head);
@@ -376,11 +433,16 @@ static int load_header(const ModelFile *f, Config *c, Error *e) {
     }
     if (h->version >= 5) {
         TRY(field("head_size", h->head_size, 1, 1u << 16, &c->head_size, e));
+        TRY(load_block_fields(h, c, e));
     } else {
         if (c->n_embd % c->n_head)
             return fail(e, "model file: n_embd %d is not a multiple of n_head %d", c->n_embd, c->n_head);
         c->head_size = c->n_embd / c->n_head;
+        c->qk_norm = QK_NORM_NONE, c->norm_before = 1, c->norm_after = 0;
+        c->embed_scale = c->residual_scale = c->logit_divisor = 1.0f;
+        c->attn_scale = 0.0f, c->attn_softcap = c->logit_softcap = 0.0f;
     }
+    if (c->attn_scale == 0.0f) c->attn_scale = 1.0f / sqrtf((float)c->head_size);
     if (c->pos_kind == POS_SINUSOIDAL && c->n_embd % 2)
         return fail(e, "model file: sinusoidal positions need an even n_embd, found %d", c->n_embd);
     c->qkv_dim = (c->n_head + 2 * c->n_kv_head) * c->head_size;
@@ -390,10 +452,20 @@ static int load_header(const ModelFile *f, Config *c, Error *e) {
             return fail(e, "model file: rotary positions need an even head size, found %d" HINT, c->head_size);
         TRY(float_field("rope_theta", h->rope_theta, 0.0f, INFINITY, "a finite number above 0", &c->rope_theta, e));
         TRY(field("rope_freqs", h->rope_freqs, 0, 1, &c->rope_freqs, e));
+        if (h->version < 5) c->rotary_dims = c->head_size, c->rope_scale = 1.0f, c->rope_long = c->rope_original = 0;
+        if (c->rotary_dims % 2 || c->rotary_dims < 2 || c->rotary_dims > c->head_size)
+            return fail(e, "model file: rotary_dims is %d, expected an even number from 2 to the head size %d" HINT,
+                        c->rotary_dims, c->head_size);
+        if (c->rope_long && !c->rope_freqs)
+            return fail(e, "model file: rope_long is set without rope_freqs (the short frequencies)" HINT);
     } else if (h->version > 1) {
         if (h->rope_theta != 0.0f || signbit(h->rope_theta))
             return fail(e, "model file: rope_theta is %g without rotary positions" HINT, (double)h->rope_theta);
         TRY(field("rope_freqs", h->rope_freqs, 0, 0, NULL, e));
+        if (h->version >= 5 && (h->rotary_dims || h->rope_scale != 0.0f || signbit(h->rope_scale) || h->rope_long ||
+                                h->rope_original))
+            return fail(e, "model file: rotary_dims, rope_scale, rope_long and rope_original are for rotary "
+                        "positions, and must be 0 without them" HINT);
     }
     return 1;
 }
@@ -472,9 +544,9 @@ static int load_layers(const ModelFile *f, const Config *c, TransformerWeights *
         memcpy(&row, f->data + h->layers_offset + (uint64_t)l * LAYER_ROW_SIZE, sizeof row);
         for (int k = 0; k < 5; k++)
             if (row.reserved[k]) return fail(e, "model file: layer %d's row has reserved bytes that are not zero" HINT, l);
-        if (row.window)
-            return fail(e, "model file: layer %d attends over a window of %u positions: this program computes "
-                        "attention over the whole context only" HINT, l, row.window);
+        if (row.window > 1u << 24)
+            return fail(e, "model file: layer %d's window is %u positions, expected 0 (the whole context) to %u" HINT, l,
+                        row.window, 1u << 24);
         if (row.rotary > 1 || (row.rotary && c->pos_kind != POS_ROTARY))
             return fail(e, "model file: layer %d's rotary is %u, expected %s" HINT, l, row.rotary,
                         c->pos_kind == POS_ROTARY ? "0 or 1" : "0 (the file's positions are not rotary)");
@@ -701,12 +773,12 @@ static int map_model_file(ModelFile *f, const char *path, Error *e) {
     return 1;
 }
 
-/* The rotary tables (model.h): cos and sin of p * f_i for positions p < n_ctx and pairs i <
- * head_size / 2, in double, rounded to float once. freqs: the file's frequencies, or NULL for
- * theta^(-2i/head_size). */
-static int rotary_tables(float **cos_out, float **sin_out, int n_ctx, int head_size, double theta, const float *freqs,
-                         Error *e) {
-    int half = head_size / 2;
+/* The rotary tables (model.h): cos and sin of p * f_i, times scale, for positions p < n_ctx and
+ * pairs i < dims / 2 (the rotated dimensions of a head), in double, rounded to float once.
+ * freqs: the file's frequencies, or NULL for theta^(-2i/dims). */
+static int rotary_tables(float **cos_out, float **sin_out, int n_ctx, int dims, double theta, const float *freqs,
+                         double scale, Error *e) {
+    int half = dims / 2;
     float *cos_table = alloc_zeroed((size_t)n_ctx * half * sizeof(float), "rotary positions", e);
     float *sin_table = cos_table ? alloc_zeroed((size_t)n_ctx * half * sizeof(float), "rotary positions", e) : NULL;
     if (!sin_table) {
@@ -714,11 +786,11 @@ static int rotary_tables(float **cos_out, float **sin_out, int n_ctx, int head_s
         return 0;
     }
     for (int i = 0; i < half; i++) {
-        double freq = freqs ? (double)freqs[i] : pow(theta, -2.0 * i / head_size);
+        double freq = freqs ? (double)freqs[i] : pow(theta, -2.0 * i / dims);
         for (int pos = 0; pos < n_ctx; pos++) {
             double angle = pos * freq;
-            cos_table[(size_t)pos * half + i] = (float)cos(angle);
-            sin_table[(size_t)pos * half + i] = (float)sin(angle);
+            cos_table[(size_t)pos * half + i] = (float)(cos(angle) * scale);
+            sin_table[(size_t)pos * half + i] = (float)(sin(angle) * scale);
         }
     }
     *cos_out = cos_table;

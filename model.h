@@ -53,8 +53,10 @@
  *                      corruption the field checks cannot see (a flipped token byte) is caught
  *   108 norm           NORM_LAYER (LayerNorm: weight, and bias with BIAS_NORM) or NORM_RMS
  *                      (RMSNorm: x / sqrt(mean(x^2) + norm_eps) * weight)
- *   112 ffn            FFN_GELU (c_proj(gelu(c_fc(x)))) or FFN_SWIGLU (c_proj(silu(gate(x)) *
- *                      c_fc(x)), "GLU Variants Improve Transformer", Shazeer 2020)
+ *   112 ffn            FFN_GELU (c_proj(gelu(c_fc(x)))), FFN_SWIGLU (c_proj(silu(gate(x)) *
+ *                      c_fc(x)), "GLU Variants Improve Transformer", Shazeer 2020) or, version
+ *                      5, FFN_GEGLU (c_proj(gelu(gate(x)) * c_fc(x)), the same paper's GEGLU,
+ *                      with the header's GELU: Gemma's)
  *   116 n_kv_head      key/value heads, 1 to n_head, n_head % n_kv_head == 0: query head h uses
  *                      key/value head h / (n_head / n_kv_head) (grouped-query attention,
  *                      Ainslie et al. 2023; 1 = multi-query, n_head = multi-head)
@@ -74,11 +76,40 @@
  *                      16 heads of 128; Gemma 3 1B: 1152, 4 heads of 256)
  *   152 layers_offset  8 bytes, version 5: the layer table, after the metadata section and
  *                      before the tensor table; the checksum covers it
- *   160 reserved, zero up to byte 256 (from 148 in version 4, from 128 in versions 2 and 3)
+ *   160 qk_norm        version 5: QK_NORM_NONE, QK_NORM_HEAD (an RMSNorm over each head of the
+ *                      query and of the key before rotary positions, one weight of head_size
+ *                      for every head: Qwen3, Gemma 3) or QK_NORM_WHOLE (an RMSNorm over the
+ *                      whole query projection and the whole key projection: OLMo 2)
+ *   164 norm_place     version 5: NORM_BEFORE | NORM_AFTER, at least one. NORM_BEFORE: ln_1 and
+ *                      ln_2 normalize attention's and the feed-forward's input (every model
+ *                      before); NORM_AFTER: attn.post_norm and mlp.post_norm normalize their
+ *                      output before the residual add (Gemma 2 and 3 both, OLMo 2 after only).
+ *                      Files before version 5: NORM_BEFORE
+ *   168 embed_scale    version 5, float32: the token embedding times this (Gemma: sqrt(n_embd);
+ *                      Granite: its embedding multiplier); 1: none
+ *   172 attn_scale     version 5, float32: the query times this before its scores (Gemma:
+ *                      query_pre_attn_scalar^-1/2; Granite: its attention multiplier); 0: the
+ *                      usual 1/sqrt(head_size)
+ *   176 residual_scale version 5, float32: each sublayer's output times this before the
+ *                      residual add (Granite); 1: none
+ *   180 logit_divisor  version 5, float32: the logits divided by this (Granite); 1: none
+ *   184 attn_softcap   version 5, float32: each score s becomes cap tanh(s / cap) before the
+ *                      softmax (Gemma 2: 50); 0: none
+ *   188 logit_softcap  version 5, float32: each logit likewise (Gemma 2: 30); 0: none
+ *   192 rotary_dims    version 5, POS_ROTARY only (else 0): the dimensions of each head rotated,
+ *                      even, at most head_size: the first ones, the rest kept (Phi-4-mini: 96 of
+ *                      128); the tables and rope_freqs have rotary_dims / 2 pairs
+ *   196 rope_scale     version 5, float32, POS_ROTARY only (else 0): cos and sin times this
+ *                      (LongRoPE's and YaRN's attention factor); 1: none
+ *   200 rope_long      version 5, POS_ROTARY with rope_freqs only: 1 when the file also has
+ *                      rope_freqs_long, the frequencies for a context longer than rope_original
+ *                      (LongRoPE: Phi-3.5, Phi-4-mini); a run whose context is longer uses them
+ *   204 rope_original  version 5: with rope_long, the context the short frequencies serve
+ *   208 reserved, zero up to byte 256 (from 148 in version 4, from 128 in versions 2 and 3)
  *
  * Layer table (version 5): a LayerRow of 32 bytes per layer, in order, for what a model's
  * layers need not share: window (the attention of a position sees the last `window`
- * positions, itself included; 0 = every earlier one, the only kind run computes today), rotary
+ * positions, itself included: Gemma's local layers; 0 = every earlier one), rotary
  * (1 = rotary positions in this layer, only in a POS_ROTARY file; 0 = none, as SmolLM3's every
  * fourth layer) and rope_theta (that layer's base: Gemma 3's local and global layers differ;
  * the file's rope_freqs tensor, when it has one, replaces the frequencies of the layers whose
@@ -160,24 +191,30 @@
  * QKV = (n_head + 2 n_kv_head) head_size: the rows of the fused projection, queries first.
  *   wte (Vp, C) token embedding
  *   [wpe (n_ctx, C)]                          POS_LEARNED
- *   [rope_freqs (head_size / 2)]              POS_ROTARY with rope_freqs = 1
+ *   [rope_freqs (rotary_dims / 2)]            POS_ROTARY with rope_freqs = 1 (head_size / 2
+ *                                             before version 5)
+ *   [rope_freqs_long (rotary_dims / 2)]       rope_long = 1
  *   per layer:
- *     ln_1.weight (C), [ln_1.bias (C)]        the norm before attention; bias: BIAS_NORM
+ *     [ln_1.weight (C)], [ln_1.bias (C)]      NORM_BEFORE: the norm before attention; bias: BIAS_NORM
  *     attn.c_attn.weight (QKV, C)             query, key and value projections, fused; with
  *                                             qkv_apart (version 4) in its place:
  *       attn.q.weight (n_head head_size, C)     the query projection
  *       attn.k.weight (n_kv_head head_size, C)  the key projection
  *       attn.v.weight (n_kv_head head_size, C)  the value projection
  *     [attn.c_attn.bias (QKV)]                BIAS_QKV
+ *     [attn.q_norm.weight (head_size)]        QK_NORM_HEAD (QK_NORM_WHOLE: n_head head_size)
+ *     [attn.k_norm.weight (head_size)]        QK_NORM_HEAD (QK_NORM_WHOLE: n_kv_head head_size)
  *     attn.c_proj.weight (C, n_head head_size)   attention's output projection
  *     [attn.c_proj.bias (C)]                  BIAS_ATTN_OUT
- *     ln_2.weight (C), [ln_2.bias (C)]        the norm before the feed-forward; BIAS_NORM
- *     [mlp.gate.weight (H, C)]                FFN_SWIGLU: the gate
- *     [mlp.gate.bias (H)]                     FFN_SWIGLU and BIAS_FFN
+ *     [attn.post_norm.weight (C)]             NORM_AFTER: the norm of attention's output
+ *     [ln_2.weight (C)], [ln_2.bias (C)]      NORM_BEFORE: the norm before the feed-forward; BIAS_NORM
+ *     [mlp.gate.weight (H, C)]                FFN_SWIGLU, FFN_GEGLU: the gate
+ *     [mlp.gate.bias (H)]                     FFN_SWIGLU, FFN_GEGLU and BIAS_FFN
  *     mlp.c_fc.weight (H, C)                  the up projection
  *     [mlp.c_fc.bias (H)]                     BIAS_FFN
  *     mlp.c_proj.weight (C, H)                the down projection
  *     [mlp.c_proj.bias (C)]                   BIAS_FFN
+ *     [mlp.post_norm.weight (C)]              NORM_AFTER: the norm of the feed-forward's output
  *   ln_f.weight (C), [ln_f.bias (C)]          the final norm; BIAS_NORM
  *   [lm_head.weight (Vp, C)]                  when not tied
  * GPT-2's block has every bias and none of gate, rope_freqs; Llama's has no bias, a gate and
@@ -212,7 +249,9 @@
 
 enum { POS_LEARNED = 0, POS_SINUSOIDAL = 1, POS_ROTARY = 2 };
 enum { NORM_LAYER = 0, NORM_RMS = 1 };
-enum { FFN_GELU = 0, FFN_SWIGLU = 1 };
+enum { FFN_GELU = 0, FFN_SWIGLU = 1, FFN_GEGLU = 2 };
+enum { QK_NORM_NONE = 0, QK_NORM_HEAD = 1, QK_NORM_WHOLE = 2 };
+enum { NORM_BEFORE = 1, NORM_AFTER = 2 };
 enum { BIAS_QKV = 1, BIAS_ATTN_OUT = 2, BIAS_FFN = 4, BIAS_NORM = 8, BIAS_ALL = 15 };
 
 typedef struct {
@@ -230,7 +269,12 @@ typedef struct {
     uint32_t qkv_apart;                      /* version 4 */
     uint32_t head_size;                      /* version 5 */
     uint64_t layers_offset;                  /* version 5 */
-    uint8_t reserved[HEADER_SIZE - 160];
+    uint32_t qk_norm, norm_place;            /* version 5 */
+    float embed_scale, attn_scale, residual_scale, logit_divisor, attn_softcap, logit_softcap;
+    uint32_t rotary_dims;
+    float rope_scale;
+    uint32_t rope_long, rope_original;
+    uint8_t reserved[HEADER_SIZE - 208];
 } FileHeader;
 
 /* A row of the layer table (version 5): what may differ from one layer to the next. */
@@ -251,7 +295,9 @@ typedef struct {
 _Static_assert(sizeof(FileHeader) == HEADER_SIZE, "FileHeader must be 256 bytes");
 _Static_assert(offsetof(FileHeader, norm) == 108 && offsetof(FileHeader, rope_freqs) == 124 &&
                offsetof(FileHeader, metadata_size) == 136 && offsetof(FileHeader, qkv_apart) == 144 &&
-               offsetof(FileHeader, head_size) == 148 && offsetof(FileHeader, layers_offset) == 152,
+               offsetof(FileHeader, head_size) == 148 && offsetof(FileHeader, layers_offset) == 152 &&
+               offsetof(FileHeader, qk_norm) == 160 && offsetof(FileHeader, logit_softcap) == 188 &&
+               offsetof(FileHeader, rope_original) == 204,
                "model.h's byte table");
 _Static_assert(sizeof(LayerRow) == 32, "a layer table row is 32 bytes");
 _Static_assert(sizeof(TensorEntry) == 64, "TensorEntry must be 64 bytes");

@@ -11,18 +11,22 @@ SOURCE is any of (compare.py also takes a weight file written by this script):
   3. a Hugging Face GPT-2 folder: config.json, model.safetensors or pytorch_model.bin,
      vocab.json and merges.txt;
   the Llama family's block (RMSNorm, rotary positions, SwiGLU, grouped-query attention):
-  4. a Hugging Face folder of LlamaForCausalLM, Qwen2ForCausalLM or MistralForCausalLM:
-     config.json, model.safetensors or shards named by model.safetensors.index.json (float32,
-     float16 or bfloat16), and its tokenizer;
+  4. a Hugging Face folder of LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM,
+     Qwen3ForCausalLM, SmolLM3ForCausalLM, GraniteForCausalLM, Olmo2ForCausalLM,
+     Gemma2ForCausalLM, Gemma3ForCausalLM or Phi3ForCausalLM: config.json, model.safetensors or
+     shards named by model.safetensors.index.json (float32, float16 or bfloat16), and its
+     tokenizer;
   5. a llama2.c training checkpoint (ckpt.pt: model_args and model, as its train.py writes);
   6. a llama2.c .bin file of version 0 (its legacy float32 export) or 1 (float32, "ak42");
-  7. a GGUF file (llama.cpp's format; gguf_import.py) of architecture llama, qwen2 or gpt2, its
+  7. a GGUF file (llama.cpp's format; gguf_import.py) of architecture llama, qwen2, gpt2, qwen3,
+     smollm3, granite, olmo2, gemma2, gemma3 or phi3, its
      tensors F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K or Q6_K (llama.cpp's Q4_K_M,
      Q5_K_M and Q6_K files among others), with the tokenizer it carries: every number llama.cpp
      computes with kept, blocks copied as they are, so a run of it compares with llama.cpp's.
-  What run.c does not implement is refused naming the config key: sliding-window attention,
-  normalised queries and keys, mixture of experts, rope_scaling other than llama3's (which is
-  applied here to the rotary frequencies).
+  What run.c does not implement is refused naming the config key: mixture of experts,
+  sliding-window attention where the architecture has none (Qwen2's and Qwen3's switch, Mistral),
+  rope_scaling other than llama3's (Llama), linear (Gemma 3) and longrope (Phi-3), which are
+  applied here to the rotary frequencies.
 The tokenizer comes from the SOURCE (its folder, or beside a llama2.c file), or from
 --tokenizer: a SentencePiece tokenizer.model, a Hugging Face tokenizer.json, a folder with one of
 them or with vocab.json + merges.txt (GPT-2's byte-level BPE), or one of our weight files
@@ -169,7 +173,8 @@ def export_inputs(source: Path, tokenizer: Path | None, gpt2_dir: Path) -> list[
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("source", help="our checkpoint, a nanoGPT or llama2.c ckpt.pt, a llama2.c .bin, a Hugging "
-                                   "Face folder of GPT-2, Llama, Qwen2 or Mistral, or a GGUF file")
+                                   "Face folder of GPT-2, Llama, Qwen2, Mistral, Qwen3, SmolLM3, Granite, OLMo 2, "
+                                   "Gemma 2 or 3 or Phi-3, or a GGUF file")
     ap.add_argument("out", help="the weight file to write")
     ap.add_argument("--dtype", type=str.lower, choices=[*WEIGHT_TYPES, *MIXES], default=None,
                     help="weight type: f32 (the default), q8_0 (int8 matrices, one scale per 32 values), q4_0 "

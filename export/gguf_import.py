@@ -2,17 +2,26 @@
 llama.cpp computes with, kept.
 
 Architectures: llama (Llama 2 and 3, TinyLlama, SmolLM, SmolLM2, Mistral without a sliding window
-that bites), qwen2 (Qwen2, Qwen2.5) and gpt2, from their {arch}.* keys. Any other architecture,
-and any setting run.c does not run (rope scaling other than Llama 3's, a sliding window shorter
-than the context, mixture of experts, values of another size than keys, partial rotary
-positions), is refused naming the key. A head size of the model's own (attention.key_length) is
+that bites), qwen2 (Qwen2, Qwen2.5), gpt2, qwen3, smollm3, granite, olmo2, gemma2, gemma3 and phi3
+(Phi-3, Phi-3.5, Phi-4-mini), from their {arch}.* keys as llama.cpp reads them (its
+src/models/*.cpp), with llama.cpp's rules where the file says nothing: Gemma's query scale from
+its layer count, Gemma 3's local layers five of every six, SmolLM3's layers without rotary
+positions every fourth. Any other architecture, and any setting run.c does not run (rope
+scaling other than Llama 3's, Gemma 3's linear one and Phi-3's LongRoPE, a sliding window where
+the architecture has none, mixture of experts, values of another size than keys, partial rotary
+positions but Phi-3's), is refused naming the key. A head size of the model's own (attention.key_length) is
 kept: format version 5 has one.
 
 The converters' conventions, undone where ours differ (model.h is our side):
-  - llama's query and key rows are already in adjacent rotary pairs (llama.cpp's converter
-    permutes Hugging Face's halves into them, and its rope for llama rotates pairs); qwen2's are
-    in Hugging Face's halves (llama.cpp rotates them as halves, "NEOX"), so their rows, and
-    biases, are permuted here into adjacent pairs: the same attention scores;
+  - llama's, smollm3's and granite's query and key rows are already in adjacent rotary pairs
+    (llama.cpp's converter permutes Hugging Face's halves into them, and its rope for them
+    rotates pairs); the other architectures' are in Hugging Face's halves (llama.cpp rotates
+    them as halves, "NEOX"; Phi-3's on the first rope.dimension_count of a head), so their rows,
+    biases and the query and key norms' weights are permuted here into adjacent pairs: the same
+    attention scores;
+  - Phi-3's fused attn_qkv and ffn_up (the gate's rows first) are split; LongRoPE's
+    rope_factors_short and rope_factors_long become the two frequency tables;
+  - Gemma's norm weights are 1 + w already, as our file keeps them;
   - attn_q, attn_k and attn_v become one fused projection, queries first (gpt2's attn_qkv is
     one already); ggml's ne = [in, out] is nn.Linear's (out, in), row-major, as it is;
   - Llama 3's rope scaling arrives as rope_freqs.weight, a factor per rotary pair by which
@@ -66,7 +75,11 @@ from weight_file import (MATRICES, MAX_STOP, QKV_PARTS, RANK_NONE, TOK_BYTE_FALL
                          TOKEN_SPECIAL, TOKEN_UNKNOWN, WEIGHT_TYPES, TokenizerData, Deferred, Written, base_name,
                          entry_names, write_file)
 
-ARCHITECTURES = ("llama", "qwen2", "gpt2")
+ARCHITECTURES = ("llama", "qwen2", "gpt2", "qwen3", "smollm3", "granite", "olmo2", "gemma2", "gemma3", "phi3")
+# rotary positions by halves of each head ("NEOX" in llama.cpp: the converter keeps Hugging
+# Face's layout), whose query and key rows are permuted here into adjacent pairs
+HALVES = ("qwen2", "qwen3", "olmo2", "gemma2", "gemma3", "phi3")
+WINDOWED = ("gemma2", "gemma3", "phi3")  # attention.sliding_window read, not refused
 
 # tokenizer.ggml.pre names whose split run.c runs (llama.cpp's llama-vocab.cpp maps each name to a
 # pre-tokenizer type; these are the types whose patterns tokenizer.c implements): name -> (our
@@ -234,10 +247,11 @@ def gguf_config(meta: Metadata) -> tuple[str, GPTConfig]:
         raise refuse(f"{arch}.nextn_predict_layers", "is set (layers predicting further tokens)")
     if not meta.flag(f"{arch}.attention.causal", True):
         raise refuse(f"{arch}.attention.causal", "is false (attention that sees later tokens)")
-    window = f"{arch}.attention.sliding_window"
-    if window in meta and 0 < meta.integer(window, high=(1 << 32) - 1, per_layer=n_layer) < n_ctx:
-        raise refuse(window, f"is {meta.integer(window, high=(1 << 32) - 1, per_layer=n_layer)}, less than the context "
-                             f"{n_ctx} (sliding-window attention)")
+    window_key = f"{arch}.attention.sliding_window"
+    window = meta.integer(window_key, high=(1 << 32) - 1, per_layer=n_layer) if window_key in meta else 0
+    windowed = arch in WINDOWED  # Gemma's local layers; Phi-3's every layer (transformers' reading)
+    if not windowed and 0 < window < n_ctx:
+        raise refuse(window_key, f"is {window}, less than the context {n_ctx} (sliding-window attention)")
 
     if arch == "gpt2":
         return arch, GPTConfig(n_layer=n_layer, n_head=n_head, n_embd=n_embd, n_hidden=n_hidden, n_ctx=n_ctx,
@@ -245,25 +259,93 @@ def gguf_config(meta: Metadata) -> tuple[str, GPTConfig]:
                                pos="learned", norm="layer", ffn="gelu", n_kv_head=n_kv_head, head_dim=head_dim)
 
     rotary = f"{arch}.rope.dimension_count"
-    if rotary in meta and meta.integer(rotary, high=1 << 20) != head_size:
-        raise refuse(rotary, f"is {meta.integer(rotary, high=1 << 20)}, not the head size {head_size} (rotary "
-                             "positions on part of a head)")
-    scaling = f"{arch}.rope.scaling.type"
+    rotated = meta.integer(rotary, head_size, low=2, high=1 << 20) if rotary in meta else head_size
+    if rotated != head_size and (arch != "phi3" or rotated > head_size or rotated % 2):
+        raise refuse(rotary, f"is {rotated}, not the head size {head_size} (rotary positions on part of a head)")
+    scaling, factor = f"{arch}.rope.scaling.type", 1.0
     if scaling in meta and meta.string(scaling) not in ("none", "linear"):
         raise refuse(scaling, f"is '{shown(meta.string(scaling))}' (only Llama 3's scaling, by rope_freqs.weight, "
                               "is run)")
     for key in (f"{arch}.rope.scaling.factor", f"{arch}.rope.scale_linear"):
         if key in meta and meta.number(key) not in (0.0, 1.0):
-            raise refuse(key, f"is {meta.number(key)} (positions scaled linearly)")
+            if arch != "gemma3":  # Gemma 3's global layers' positions are scaled linearly (its 4B and up)
+                raise refuse(key, f"is {meta.number(key)} (positions scaled linearly)")
+            factor = meta.number(key)
+            if not factor > 0:
+                raise meta.fail(f"key '{key}' is {factor}, not positive")
     attn_factor = f"{arch}.rope.scaling.attn_factor"
-    if attn_factor in meta and meta.number(attn_factor) != 1.0:
-        raise refuse(attn_factor, f"is {meta.number(attn_factor)} (rotations scaled)")
+    rope_scale = meta.number(attn_factor) if attn_factor in meta else 1.0
+    if rope_scale != 1.0 and arch != "phi3":
+        raise refuse(attn_factor, f"is {rope_scale} (rotations scaled)")
+    if not rope_scale > 0:
+        raise meta.fail(f"key '{attn_factor}' is {rope_scale}, not positive")
     theta = meta.number(f"{arch}.rope.freq_base", 10000.0)
     if not theta > 0:
         raise meta.fail(f"key '{arch}.rope.freq_base' is {theta}, not positive")
-    return arch, GPTConfig(n_layer=n_layer, n_head=n_head, n_embd=n_embd, n_hidden=n_hidden, n_ctx=n_ctx,
-                           ln_eps=meta.number(f"{arch}.attention.layer_norm_rms_epsilon"), bias=0, pos="rotary",
-                           norm="rms", ffn="swiglu", n_kv_head=n_kv_head, rope_theta=theta, head_dim=head_dim)
+    eps = meta.number(f"{arch}.attention.layer_norm_rms_epsilon")
+    c = GPTConfig(n_layer=n_layer, n_head=n_head, n_embd=n_embd, n_hidden=n_hidden, n_ctx=n_ctx, ln_eps=eps, bias=0,
+                  pos="rotary", norm="rms", ffn="swiglu", n_kv_head=n_kv_head, rope_theta=theta, head_dim=head_dim,
+                  rotary_dims=rotated if rotated != head_size else 0, rope_scale=rope_scale)
+    if factor != 1.0:  # the global layers' frequencies, divided by the factor (the local ones have their own base)
+        c.rope_freqs = [theta ** (-i / rotated) / factor for i in range(0, rotated, 2)]
+    gemma_block(meta, arch, c, window)
+    if arch in ("qwen3", "gemma3"):
+        c.qk_norm = "head"
+    if arch == "olmo2":
+        c.qk_norm, c.norm_before, c.norm_after = "whole", False, True
+    if arch == "smollm3":  # llama.cpp's rule: no rotary positions in every fourth layer (the converter writes no key)
+        c.layers = [{"rotary": (i + 1) % 4 != 0, "rope_theta": theta} for i in range(n_layer)]
+    if arch == "phi3" and 0 < window < n_ctx:
+        c.layers = [{"window": window}] * n_layer
+    if arch == "phi3":  # LongRoPE's short frequencies serve up to this context (gguf_tensors reads them)
+        key = "phi3.rope.scaling.original_context_length"
+        c.rope_original = meta.integer(key, low=1, high=1 << 24) if key in meta else n_ctx
+    if arch == "granite":
+        c.embed_scale = meta.number("granite.embedding_scale", 1.0)
+        c.attn_scale = meta.number("granite.attention.scale", 0.0)
+        c.residual_scale = meta.number("granite.residual_scale", 1.0)
+        c.logit_divisor = meta.number("granite.logit_scale")
+        for key, value in (("embedding_scale", c.embed_scale), ("attention.scale", c.attn_scale or 1.0),
+                           ("residual_scale", c.residual_scale), ("logit_scale", c.logit_divisor)):
+            if not 0 < value < float("inf"):
+                raise meta.fail(f"key 'granite.{key}' is {value}, expected a finite number above 0")
+    return arch, c
+
+
+def gemma_block(meta: Metadata, arch: str, c: GPTConfig, window: int) -> None:
+    """Gemma 2's and 3's switches as llama.cpp reads them: norms before and after each sublayer
+    (the file's weights are 1 + w already), GEGLU, the embedding times sqrt(n_embd), the query's
+    scale (not in the file: llama.cpp derives it from the layer count), windows on all layers but
+    every pattern-th (2 and 6 unless the file says) with their own rotary base, the caps."""
+    if arch not in ("gemma2", "gemma3"):
+        return
+    n = c.n_layer
+    c.ffn, c.gelu, c.norm_after = "geglu", "tanh", True
+    c.embed_scale = float(np.sqrt(np.float32(c.n_embd)))
+    big = n == 46 if arch == "gemma2" else n == 62  # the 27B models: query_pre_attn_scalar = n_embd / n_head
+    c.attn_scale = float(np.float32((c.n_embd // c.n_head if big else c.head_size) ** -0.5))  # transformers' number
+    pattern_key = f"{arch}.attention.sliding_window_pattern"
+    pattern = meta.integer(pattern_key, 2 if arch == "gemma2" else 6, low=1, high=n + 1)
+    local_theta = meta.number(f"{arch}.rope.freq_base_swa", c.rope_theta if arch == "gemma2" else 10000.0)
+    if not local_theta > 0:
+        raise meta.fail(f"key '{arch}.rope.freq_base_swa' is {local_theta}, not positive")
+    if local_theta == c.rope_theta and c.rope_freqs is not None:
+        raise meta.fail(f"key '{arch}.rope.freq_base_swa' is the global layers' base, whose scaling it must not share")
+    if arch == "gemma2":
+        c.attn_softcap = meta.number("gemma2.attn_logit_softcapping", 50.0)
+        c.logit_softcap = meta.number("gemma2.final_logit_softcapping", 30.0)
+    else:
+        c.logit_softcap = meta.number("gemma3.final_logit_softcapping", 0.0)
+    for key, value in (("attn_logit_softcapping", c.attn_softcap), ("final_logit_softcapping", c.logit_softcap)):
+        if not 0 <= value < float("inf"):
+            raise meta.fail(f"key '{arch}.{key}' is {value}, expected a finite number, 0 or above")
+    if window > 0 and window >= c.n_ctx:
+        window = 0
+    if (arch == "gemma2" and window == 0 and f"{arch}.attention.sliding_window" not in meta):
+        window = 4096 if 4096 < c.n_ctx else 0  # llama.cpp's default
+    local = [window > 0 and i % pattern < pattern - 1 for i in range(n)]
+    c.layers = [{"window": window if is_local else 0, "rope_theta": local_theta if is_local else c.rope_theta}
+                for is_local in local]
 
 
 # ---- the tensors --------------------------------------------------------------------------------
@@ -319,12 +401,16 @@ class Tensors:
         return float_values(self.g, info)  # F32: a view of the mapped file, read when converted
 
 
-def adjacent_pair_order(rows: int, n_heads: int) -> np.ndarray:
+def adjacent_pair_order(rows: int, n_heads: int, rotated: int = 0) -> np.ndarray:
     """Row order turning query or key rows in Hugging Face's halves (dimension i of a head pairs
-    with i + head_size/2, "NEOX" in llama.cpp) into adjacent pairs (2i, 2i+1): new row h*hs + 2i
-    + j is old row h*hs + j*hs/2 + i."""
+    with i + r/2, "NEOX" in llama.cpp; r the rotated dimensions, the first of each head: all
+    unless given) into adjacent pairs (2i, 2i+1): new row h*hs + 2i + j is old row h*hs + j*r/2
+    + i; the rows past r stay."""
     hs = rows // n_heads
-    return np.arange(rows).reshape(n_heads, 2, hs // 2).transpose(0, 2, 1).reshape(-1)
+    r = rotated or hs
+    heads = np.arange(rows).reshape(n_heads, hs)
+    paired = heads[:, :r].reshape(n_heads, 2, r // 2).transpose(0, 2, 1).reshape(n_heads, r)
+    return np.concatenate([paired, heads[:, r:]], axis=1).reshape(-1)
 
 
 def in_rows(m: Matrix | np.ndarray, order: np.ndarray) -> Matrix:
@@ -357,14 +443,25 @@ def gguf_tensors(g: GGUFFile, arch: str, c: GPTConfig) -> tuple[dict[str, Matrix
         if info.type_name not in ("F32", "F16", "BF16"):
             raise t.fail(f"tensor '{positions}' is {info.type_name}, expected F32, F16 or BF16")
         out[model_name("file", "positions")] = np.array(float_values(g, info), np.float32)
-    if arch == "llama" and t.has("rope_freqs.weight"):
-        factors = t.vector("rope_freqs.weight", hs // 2).astype(np.float64)
+    r = c.rotated
+
+    def frequencies(name: str) -> list:
+        """llama.cpp divides pair i's angle, position * theta^(-2i/r), by factor i of the tensor."""
+        factors = t.vector(name, r // 2).astype(np.float64)
         if not np.all(np.isfinite(factors) & (factors > 0)):
-            raise t.fail("tensor 'rope_freqs.weight' holds a factor that is not positive and finite")
-        # llama.cpp divides pair i's angle, position * theta^(-2i/head_size), by factor i
-        base = float(np.float32(c.rope_theta)) ** (-np.arange(0, hs, 2, dtype=np.float64) / hs)
-        c.rope_freqs = (base / factors).astype(np.float32).tolist()
+            raise t.fail(f"tensor '{name}' holds a factor that is not positive and finite")
+        base = float(np.float32(c.rope_theta)) ** (-np.arange(0, r, 2, dtype=np.float64) / r)
+        return (base / factors).astype(np.float32).tolist()
+
+    if arch in ("llama", "granite", "smollm3") and t.has("rope_freqs.weight"):
+        c.rope_freqs = frequencies("rope_freqs.weight")
+    if arch == "phi3" and (t.has("rope_factors_short.weight") or t.has("rope_factors_long.weight")):
+        # LongRoPE: the short factors for a context up to the original one, the long past it
+        c.rope_freqs, c.rope_freqs_long = frequencies("rope_factors_short.weight"), frequencies("rope_factors_long.weight")
+    if c.rope_freqs is not None:
         out["rope_freqs"] = np.asarray(c.rope_freqs, np.float32)
+    if c.rope_freqs_long is not None:
+        out["rope_freqs_long"] = np.asarray(c.rope_freqs_long, np.float32)
 
     # biases llama.cpp's llama and qwen2 may have (qwen2 only on q, k, v); gpt2 has every one
     present = set(g.tensors)
@@ -374,7 +471,7 @@ def gguf_tensors(g: GGUFFile, arch: str, c: GPTConfig) -> tuple[dict[str, Matrix
         c.bias = BIAS_ALL
     else:
         c.bias = (BIAS_QKV if layer_has(("q", "k", "v", "qkv")) else 0)
-        if arch == "llama":
+        if arch in ("llama", "granite"):
             c.bias |= BIAS_ATTN_OUT if layer_has(("attn_out",)) else 0
             c.bias |= BIAS_FFN if layer_has(("gate", "up", "down")) else 0
 
@@ -385,7 +482,8 @@ def gguf_tensors(g: GGUFFile, arch: str, c: GPTConfig) -> tuple[dict[str, Matrix
     for i in range(c.n_layer):
         b = lambda part, kind="weight": layer_name("gguf", i, part, kind)  # noqa: E731
         o = lambda part, kind="weight": layer_name("file", i, part, kind)  # noqa: E731
-        out[o("attn_norm")] = t.vector(b("attn_norm"), C)
+        if c.norm_before:
+            out[o("attn_norm")] = t.vector(b("attn_norm"), C)
         if arch == "gpt2":
             out[o("attn_norm", "bias")] = t.vector(b("attn_norm", "bias"), C)
         if t.has(b("qkv")):
@@ -399,34 +497,56 @@ def gguf_tensors(g: GGUFFile, arch: str, c: GPTConfig) -> tuple[dict[str, Matrix
             parts = [t.matrix(b("q"), q_rows, C), t.matrix(b("k"), kv_rows, C), t.matrix(b("v"), kv_rows, C)]
             bias_parts = [bias(b("q", "bias"), q_rows), bias(b("k", "bias"), kv_rows),
                           bias(b("v", "bias"), kv_rows)] if c.has_bias(BIAS_QKV) else None
-        if arch == "qwen2":  # llama.cpp rotates qwen2's halves ("NEOX"); ours rotates adjacent pairs
-            orders = [adjacent_pair_order(q_rows, c.n_head), adjacent_pair_order(kv_rows, c.n_kv_head)]
+        # llama.cpp rotates these architectures' halves ("NEOX"); ours rotates adjacent pairs
+        orders = [adjacent_pair_order(q_rows, c.n_head, r), adjacent_pair_order(kv_rows, c.n_kv_head, r)] \
+            if arch in HALVES else [np.arange(q_rows), np.arange(kv_rows)]
+        if arch in HALVES:
             parts[:2] = [in_rows(p, order) for p, order in zip(parts[:2], orders)]
             if bias_parts is not None:
                 bias_parts[:2] = [p[order] for p, order in zip(bias_parts[:2], orders)]
         qkv_parts[i] = parts
         if bias_parts is not None:
             out[o("qkv", "bias")] = np.concatenate(bias_parts)
+        if c.qk_norm == "head":  # one head's weights, in its rows' new order
+            out[o("q_norm")] = t.vector(b("q_norm"), hs)[orders[0][:hs]]
+            out[o("k_norm")] = t.vector(b("k_norm"), hs)[orders[1][:hs]]
+        elif c.qk_norm == "whole":
+            out[o("q_norm")] = t.vector(b("q_norm"), q_rows)[orders[0]]
+            out[o("k_norm")] = t.vector(b("k_norm"), kv_rows)[orders[1]]
         out[o("attn_out")] = t.matrix(b("attn_out"), C, q_rows)
         if c.has_bias(BIAS_ATTN_OUT):
             out[o("attn_out", "bias")] = bias(b("attn_out", "bias"), C)
-        out[o("ffn_norm")] = t.vector(b("ffn_norm"), C)
+        if c.norm_after:
+            out[o("attn_post_norm")] = t.vector(b("attn_post_norm"), C)
+        if c.norm_before:
+            out[o("ffn_norm")] = t.vector(b("ffn_norm"), C)
         if arch == "gpt2":
             out[o("ffn_norm", "bias")] = t.vector(b("ffn_norm", "bias"), C)
+        elif arch == "phi3" and not t.has(b("gate")):  # gate and up in one matrix, the gate's rows first
+            gate_up = t.matrix(b("gate_up"), 2 * H, C)
+            out[o("gate")], out[o("up")] = in_rows(gate_up, np.arange(H)), in_rows(gate_up, np.arange(H, 2 * H))
         else:
             out[o("gate")] = t.matrix(b("gate"), H, C)
             if c.has_bias(BIAS_FFN):
                 out[o("gate", "bias")] = bias(b("gate", "bias"), H)
-        out[o("up")] = t.matrix(b("up"), H, C)
+        if o("up") not in out:
+            out[o("up")] = t.matrix(b("up"), H, C)
         if c.has_bias(BIAS_FFN):
             out[o("up", "bias")] = bias(b("up", "bias"), H)
         out[o("down")] = t.matrix(b("down"), C, H)
         if c.has_bias(BIAS_FFN):
             out[o("down", "bias")] = bias(b("down", "bias"), C)
+        if c.norm_after:
+            out[o("ffn_post_norm")] = t.vector(b("ffn_post_norm"), C)
     out[model_name("file", "norm")] = t.vector(model_name("gguf", "norm"), C)
     if arch == "gpt2":
         out[model_name("file", "norm", "bias")] = t.vector(model_name("gguf", "norm", "bias"), C)
-    c.tied_head = not t.has(model_name("gguf", "head"))  # llama.cpp's rule: no output.weight, token_embd serves
+    head = model_name("gguf", "head")
+    if arch == "gemma2" and t.has(head):  # llama.cpp's gemma2 always takes token_embd
+        raise t.fail(f"tensor '{head}': Gemma 2's output is its embedding, and llama.cpp reads no other")
+    if arch == "olmo2" and not t.has(head):
+        raise t.fail(f"tensor '{head}' is missing (OLMo 2's output is not its embedding)")
+    c.tied_head = not t.has(head)  # llama.cpp's rule: no output.weight, token_embd serves
     if not c.tied_head:
         out[model_name("file", "head")] = t.matrix(model_name("gguf", "head"), c.vocab_padded, C)
     if t.left:

@@ -45,23 +45,27 @@ def sinusoid_table(n_ctx: int, n_embd: int) -> torch.Tensor:
     return table.float()
 
 
-def rotary_tables(n_ctx: int, head_size: int, theta: float, freqs: list | None = None) -> tuple:
-    """cos and sin of p * f_i, [n_ctx, head_size / 2], f_i = theta^(-2i/head_size) or the file's
-    frequencies: computed in float64 and rounded to float32 once, as run.c does (model.h)."""
-    i = torch.arange(0, head_size, 2, dtype=torch.float64)
+def rotary_tables(n_ctx: int, dims: int, theta: float, freqs: list | None = None, scale: float = 1.0) -> tuple:
+    """cos and sin of p * f_i, times scale, [n_ctx, dims / 2] (dims: a head's rotated
+    dimensions), f_i = theta^(-2i/dims) or the file's frequencies: computed in float64 and
+    rounded to float32 once, as run.c does (model.h)."""
+    i = torch.arange(0, dims, 2, dtype=torch.float64)
     f = torch.tensor(freqs, dtype=torch.float32).double() if freqs is not None else \
-        torch.pow(torch.tensor(theta, dtype=torch.float32).double(), -i / head_size)
+        torch.pow(torch.tensor(theta, dtype=torch.float32).double(), -i / dims)
     angle = torch.arange(n_ctx, dtype=torch.float64)[:, None] * f[None, :]
-    return torch.cos(angle).float(), torch.sin(angle).float()
+    scale = float(torch.tensor(scale, dtype=torch.float32))
+    return (torch.cos(angle) * scale).float(), (torch.sin(angle) * scale).float()
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotary positions (RoFormer, section 3.4.2): [B, heads, T, hs] with dimensions (2i, 2i+1)
-    of each head rotated together by the angle of position t and pair i; cos, sin [T, hs / 2]."""
-    x0, x1 = x[..., 0::2], x[..., 1::2]
-    out = torch.empty_like(x)
-    out[..., 0::2] = x0 * cos - x1 * sin
-    out[..., 1::2] = x0 * sin + x1 * cos
+    of each head rotated together by the angle of position t and pair i; cos, sin [T, r / 2]
+    rotate the first r dimensions, the rest stay (partial rotary)."""
+    r = 2 * cos.shape[-1]
+    x0, x1 = x[..., 0:r:2], x[..., 1:r:2]
+    out = x.clone()
+    out[..., 0:r:2] = x0 * cos - x1 * sin
+    out[..., 1:r:2] = x0 * sin + x1 * cos
     return out
 
 
@@ -90,8 +94,10 @@ class RMSNorm(nn.Module):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
 
 
-def make_norm(c: GPTConfig) -> nn.Module:
-    return RMSNorm(c.n_embd, c.ln_eps) if c.norm == "rms" else LayerNorm(c.n_embd, c.has_bias(BIAS_NORM), c.ln_eps)
+def make_norm(c: GPTConfig, n: int = 0) -> nn.Module:
+    """The block's norm over n values (n_embd unless given)."""
+    n = n or c.n_embd
+    return RMSNorm(n, c.ln_eps) if c.norm == "rms" else LayerNorm(n, c.has_bias(BIAS_NORM), c.ln_eps)
 
 
 CACHES = ("f16", "f32", "q8_0")  # run's --cache
@@ -120,6 +126,13 @@ class CausalSelfAttention(nn.Module):
         self.c_attn = nn.Linear(c.n_embd, qkv, bias=c.has_bias(BIAS_QKV))
         self.c_proj = nn.Linear(c.n_head * hs, c.n_embd, bias=c.has_bias(BIAS_ATTN_OUT))
         self.n_head, self.n_kv_head, self.head_size = c.n_head, c.n_kv_head, hs
+        self.qk_norm = c.qk_norm
+        if c.qk_norm != "none":  # each head's (Qwen3, Gemma 3), or the whole projection's (OLMo 2)
+            whole = c.qk_norm == "whole"
+            self.q_norm = RMSNorm(c.n_head * hs if whole else hs, c.ln_eps)
+            self.k_norm = RMSNorm(c.n_kv_head * hs if whole else hs, c.ln_eps)
+        self.scale, self.softcap = c.query_scale, c.attn_softcap
+        self.window = 0  # the layer's row of the layer table sets it (GPT)
         mask = torch.tril(torch.ones(c.n_ctx, c.n_ctx, dtype=torch.bool))
         self.register_buffer("mask", mask.view(1, 1, c.n_ctx, c.n_ctx), persistent=False)
         self.last_att: torch.Tensor | None = None  # [B, n_head, T, T] when keep_att is set
@@ -130,6 +143,11 @@ class CausalSelfAttention(nn.Module):
         B, T, C = x.shape
         hs = self.head_size
         query, key, value = self.c_attn(x).split([self.n_head * hs, self.n_kv_head * hs, self.n_kv_head * hs], dim=2)
+        if self.qk_norm == "whole":
+            query, key = self.q_norm(query), self.k_norm(key)
+        elif self.qk_norm == "head":
+            query = self.q_norm(query.reshape(B, T, self.n_head, hs)).reshape(B, T, -1)
+            key = self.k_norm(key.reshape(B, T, self.n_kv_head, hs)).reshape(B, T, -1)
         query = query.view(B, T, self.n_head, hs).transpose(1, 2)  # [B, n_head, T, hs]
         key = key.view(B, T, self.n_kv_head, hs).transpose(1, 2)   # [B, n_kv_head, T, hs]
         value = value.view(B, T, self.n_kv_head, hs).transpose(1, 2)
@@ -141,12 +159,17 @@ class CausalSelfAttention(nn.Module):
             key, value = q8_0_cache_round(key), q8_0_cache_round(value)
         group = self.n_head // self.n_kv_head  # query head h reads key/value head h // group
         key, value = key.repeat_interleave(group, dim=1), value.repeat_interleave(group, dim=1)
+        scale = torch.tensor(self.scale, dtype=torch.float32)  # 1/sqrt(hs) in float32 unless the file says
         if self.cache == "q8_0":  # the query scaled, then quantized as the keys are
-            scale = torch.tensor(1.0) / torch.tensor(float(hs)).sqrt()  # in float32, as run.c's 1.0f / sqrtf(hs)
             scores = q8_0_cache_round(query * scale) @ key.transpose(-2, -1)  # [B, n_head, T, T]
         else:
-            scores = (query @ key.transpose(-2, -1)) * (1.0 / math.sqrt(hs))  # [B, n_head, T, T]
-        scores = scores.masked_fill(~self.mask[:, :, :T, :T], float("-inf"))
+            scores = (query @ key.transpose(-2, -1)) * scale  # [B, n_head, T, T]
+        if self.softcap:  # Gemma 2's cap on the scores
+            scores = self.softcap * torch.tanh(scores / self.softcap)
+        visible = self.mask[:, :, :T, :T]
+        if self.window:  # a query sees the last `window` positions, itself included
+            visible = visible & ~torch.tril(torch.ones(T, T, dtype=torch.bool), diagonal=-self.window)
+        scores = scores.masked_fill(~visible, float("-inf"))
         att = F.softmax(scores, dim=-1)  # attention weights; masked positions get exactly 0
         if self.keep_att:
             self.last_att = att.detach()
@@ -156,37 +179,56 @@ class CausalSelfAttention(nn.Module):
 
 class MLP(nn.Module):
     """GPT-2's feed-forward layer, c_proj(gelu(c_fc(x))), or SwiGLU (Shazeer 2020, Llama's):
-    c_proj(silu(gate(x)) * c_fc(x))."""
+    c_proj(silu(gate(x)) * c_fc(x)), or GEGLU (the same paper's, Gemma's): c_proj(gelu(gate(x))
+    * c_fc(x))."""
 
     def __init__(self, c: GPTConfig):
         super().__init__()
         bias = c.has_bias(BIAS_FFN)
-        if c.ffn == "swiglu":
+        if c.ffn != "gelu":
             self.gate = nn.Linear(c.n_embd, c.n_hidden, bias=bias)
         self.c_fc = nn.Linear(c.n_embd, c.n_hidden, bias=bias)      # up
         self.c_proj = nn.Linear(c.n_hidden, c.n_embd, bias=bias)    # down
-        self.swiglu = c.ffn == "swiglu"
+        self.ffn = c.ffn
         self.approximate = "tanh" if c.gelu == "tanh" else "none"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # [B, T, C] -> [B, T, C]
-        if self.swiglu:
+        if self.ffn == "swiglu":
             return self.c_proj(F.silu(self.gate(x)) * self.c_fc(x))
+        if self.ffn == "geglu":
+            return self.c_proj(F.gelu(self.gate(x), approximate=self.approximate) * self.c_fc(x))
         return self.c_proj(F.gelu(self.c_fc(x), approximate=self.approximate))
 
 
 class Block(nn.Module):
     def __init__(self, c: GPTConfig):
         super().__init__()
-        self.ln_1 = make_norm(c)
+        if c.norm_before:  # the sublayers' inputs normalized (every block but OLMo 2's)
+            self.ln_1 = make_norm(c)
         self.attn = CausalSelfAttention(c)
-        self.ln_2 = make_norm(c)
+        if c.norm_before:
+            self.ln_2 = make_norm(c)
         self.mlp = MLP(c)
+        if c.norm_after:  # their outputs normalized (Gemma 2 and 3, OLMo 2)
+            self.attn.post_norm = make_norm(c)
+            self.mlp.post_norm = make_norm(c)
+        self.norm_before, self.norm_after = c.norm_before, c.norm_after
+        self.residual_scale = c.residual_scale
         self.dropout = 0.0  # training only (train.py sets it); inference never drops
 
     def forward(self, x: torch.Tensor, rope: tuple | None = None) -> torch.Tensor:  # [B, T, C] -> [B, T, C]
         drop = lambda y: F.dropout(y, self.dropout, self.training) if self.dropout else y  # noqa: E731
-        x = x + drop(self.attn(self.ln_1(x), rope))  # residual around attention
-        x = x + drop(self.mlp(self.ln_2(x)))         # residual around the feed-forward layer
+
+        def residual(sublayer: nn.Module, norm: str, y: torch.Tensor, *args) -> torch.Tensor:
+            out = sublayer(getattr(self, norm)(y) if self.norm_before else y, *args)
+            if self.norm_after:
+                out = sublayer.post_norm(out)
+            if self.residual_scale != 1.0:  # Granite's, in float32
+                out = out * torch.tensor(self.residual_scale, dtype=torch.float32)
+            return y + drop(out)
+
+        x = residual(self.attn, "ln_1", x, rope)  # residual around attention
+        x = residual(self.mlp, "ln_2", x)         # residual around the feed-forward layer
         return x
 
 
@@ -204,20 +246,25 @@ class GPT(nn.Module):
             self.transformer["wpe"] = nn.Embedding(c.n_ctx, c.n_embd)
         elif c.pos == "sinusoidal":
             self.register_buffer("sinusoid", sinusoid_table(c.n_ctx, c.n_embd), persistent=False)
-        else:  # each rotary layer's tables, one pair per base (the file's frequencies for the header's)
+        else:  # each rotary layer's tables, one pair per base (the file's frequencies for the header's:
+            # LongRoPE's long ones when the context is longer than the short ones serve)
             self.rope_of = []  # per layer: the index of its pair of tables, or None
             bases: list[float] = []
+            freqs = c.rope_freqs_long if c.rope_freqs_long is not None and c.n_ctx > c.rope_original else c.rope_freqs
             for row in c.layer_rows():
                 if not row["rotary"]:
                     self.rope_of.append(None)
                     continue
                 if row["rope_theta"] not in bases:
                     base = row["rope_theta"]
-                    cos, sin = rotary_tables(c.n_ctx, c.head_size, base, c.rope_freqs if base == c.rope_theta else None)
+                    cos, sin = rotary_tables(c.n_ctx, c.rotated, base, freqs if base == c.rope_theta else None,
+                                             c.rope_scale)
                     self.register_buffer(f"rope_cos_{len(bases)}", cos, persistent=False)
                     self.register_buffer(f"rope_sin_{len(bases)}", sin, persistent=False)
                     bases.append(base)
                 self.rope_of.append(bases.index(row["rope_theta"]))
+        for block, row in zip(self.transformer.h, c.layer_rows()):
+            block.attn.window = row["window"]
         self.lm_head = nn.Linear(c.n_embd, c.vocab_padded, bias=False)
         if c.tied_head:
             self.lm_head.weight = self.transformer.wte.weight
@@ -251,7 +298,7 @@ class GPT(nn.Module):
         gen = torch.Generator().manual_seed(seed)
         with torch.no_grad():
             for name, p in self.named_parameters():
-                if name.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight")):
+                if name.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight", "norm.weight")):
                     p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=gen))
                 elif name.endswith(".bias"):
                     p.copy_(0.02 * torch.randn(p.shape, generator=gen))
@@ -268,6 +315,8 @@ class GPT(nn.Module):
         B, T = idx.shape
         assert T <= self.config.n_ctx, f"sequence of {T} is longer than the context {self.config.n_ctx}"
         x = self.transformer.wte(idx)  # token embedding
+        if self.config.embed_scale != 1.0:  # Gemma's, Granite's, in float32
+            x = x * torch.tensor(self.config.embed_scale, dtype=torch.float32)
         rotary = self.config.pos == "rotary"
         if not rotary:  # positions added here; rotary ones enter each rotary layer's queries and keys
             x = x + self.positions(T)
@@ -278,7 +327,13 @@ class GPT(nn.Module):
         return self.transformer.ln_f(x)
 
     def head(self, x: torch.Tensor) -> torch.Tensor:  # [.., C] -> [.., vocab_size]
-        return self.lm_head(x)[..., : self.config.vocab_size]  # padded rows are never scored
+        logits = self.lm_head(x)[..., : self.config.vocab_size]  # padded rows are never scored
+        c = self.config
+        if c.logit_divisor != 1.0:  # Granite's
+            logits = logits / torch.tensor(c.logit_divisor, dtype=torch.float32)
+        if c.logit_softcap:  # Gemma 2's
+            logits = c.logit_softcap * torch.tanh(logits / c.logit_softcap)
+        return logits
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:  # [B, T] ids -> [B, T, vocab_size]
         return self.head(self.hidden(idx))

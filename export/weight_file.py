@@ -48,7 +48,9 @@ RANK_NONE = 0xFFFFFFFF
 GELU = {"tanh": 0, "erf": 1}
 POS = {"learned": 0, "sinusoidal": 1, "rotary": 2}
 NORM = {"layer": 0, "rms": 1}
-FFN = {"gelu": 0, "swiglu": 1}
+FFN = {"gelu": 0, "swiglu": 1, "geglu": 2}
+QK_NORM = {"none": 0, "head": 1, "whole": 2}
+NORM_BEFORE, NORM_AFTER = 1, 2
 # kernels/types.h's WT_*, from weight_types.py's one list: name -> id
 WEIGHT_TYPES = {t.name: t.id for t in TYPES}
 WT_F32, WT_Q8_0, WT_Q4_0 = WEIGHT_TYPES["f32"], WEIGHT_TYPES["q8_0"], WEIGHT_TYPES["q4_0"]
@@ -69,10 +71,13 @@ HEADER_FIELDS = [
     ("norm", "I"), ("ffn", "I"), ("n_kv_head", "I"), ("rope_theta", "f"), ("rope_freqs", "I"),  # version 2
     ("metadata_offset", "Q"), ("metadata_size", "Q"), ("qkv_apart", "I"),  # version 4
     ("head_size", "I"), ("layers_offset", "Q"),  # version 5
+    ("qk_norm", "I"), ("norm_place", "I"), ("embed_scale", "f"), ("attn_scale", "f"), ("residual_scale", "f"),
+    ("logit_divisor", "f"), ("attn_softcap", "f"), ("logit_softcap", "f"), ("rotary_dims", "I"), ("rope_scale", "f"),
+    ("rope_long", "I"), ("rope_original", "I"),  # version 5: the block's switches
 ]
 HEADER_FORMAT = "<" + "".join(code for _, code in HEADER_FIELDS)
 CRC_OFFSET = struct.calcsize("<" + "".join(code for _, code in HEADER_FIELDS[:22]))  # meta_crc32
-assert CRC_OFFSET == 104 and struct.calcsize(HEADER_FORMAT) == 160 and LAYER_ROW.size == 32
+assert CRC_OFFSET == 104 and struct.calcsize(HEADER_FORMAT) == 208 and LAYER_ROW.size == 32
 
 
 from output_files import ExportError, write_output  # noqa: E402
@@ -195,14 +200,17 @@ def read_tokenizer(raw: bytes, tok_off: int, version: int = VERSION) -> Tokenize
 
 # Per layer, in file order (stacked over layers), each with what makes the file have it.
 LAYER_PARTS = [
-    ("ln_1.weight", lambda c: True), ("ln_1.bias", lambda c: c.has_bias(BIAS_NORM)),
+    ("ln_1.weight", lambda c: c.norm_before), ("ln_1.bias", lambda c: c.norm_before and c.has_bias(BIAS_NORM)),
     ("attn.c_attn.weight", lambda c: True), ("attn.c_attn.bias", lambda c: c.has_bias(BIAS_QKV)),
+    ("attn.q_norm.weight", lambda c: c.qk_norm != "none"), ("attn.k_norm.weight", lambda c: c.qk_norm != "none"),
     ("attn.c_proj.weight", lambda c: True), ("attn.c_proj.bias", lambda c: c.has_bias(BIAS_ATTN_OUT)),
-    ("ln_2.weight", lambda c: True), ("ln_2.bias", lambda c: c.has_bias(BIAS_NORM)),
-    ("mlp.gate.weight", lambda c: c.ffn == "swiglu"),
-    ("mlp.gate.bias", lambda c: c.ffn == "swiglu" and c.has_bias(BIAS_FFN)),
+    ("attn.post_norm.weight", lambda c: c.norm_after),
+    ("ln_2.weight", lambda c: c.norm_before), ("ln_2.bias", lambda c: c.norm_before and c.has_bias(BIAS_NORM)),
+    ("mlp.gate.weight", lambda c: c.ffn != "gelu"),
+    ("mlp.gate.bias", lambda c: c.ffn != "gelu" and c.has_bias(BIAS_FFN)),
     ("mlp.c_fc.weight", lambda c: True), ("mlp.c_fc.bias", lambda c: c.has_bias(BIAS_FFN)),
     ("mlp.c_proj.weight", lambda c: True), ("mlp.c_proj.bias", lambda c: c.has_bias(BIAS_FFN)),
+    ("mlp.post_norm.weight", lambda c: c.norm_after),
 ]
 # Matrices: quantized in a q8_0 or q4_0 file. Norms, biases and position tables stay float32.
 MATRICES = {"wte", "attn.c_attn.weight", "attn.c_proj.weight", "mlp.gate.weight", "mlp.c_fc.weight",
@@ -224,6 +232,8 @@ def stacked_shapes(c: GPTConfig) -> dict[str, tuple[int, ...]]:
         shapes["wpe"] = ref["transformer.wpe.weight"]
     if c.pos == "rotary" and c.rope_freqs is not None:
         shapes["rope_freqs"] = (len(c.rope_freqs),)
+    if c.pos == "rotary" and c.rope_freqs_long is not None:
+        shapes["rope_freqs_long"] = (len(c.rope_freqs_long),)
     if "transformer.ln_f.bias" in ref:
         shapes["ln_f.bias"] = ref["transformer.ln_f.bias"]
     for part in layer_parts(c):
@@ -242,6 +252,8 @@ def file_tensors(model: "Weights | GPT") -> list[tuple[str, np.ndarray]]:
         out.append(("wpe", sd["transformer.wpe.weight"]))
     if c.pos == "rotary" and c.rope_freqs is not None:
         out.append(("rope_freqs", np.asarray(c.rope_freqs, dtype=np.float32)))
+    if c.pos == "rotary" and c.rope_freqs_long is not None:
+        out.append(("rope_freqs_long", np.asarray(c.rope_freqs_long, dtype=np.float32)))
     for part in layer_parts(c):
         out.append((part, np.stack([sd[f"transformer.h.{i}.{part}"] for i in range(c.n_layer)])))
     out.append(("ln_f.weight", sd["transformer.ln_f.weight"]))
@@ -371,7 +383,7 @@ def file_entries(tensors: list[tuple[str, np.ndarray]], version: int,
                 split.append((name, arr))
         tensors = split
     layer_names = {name for name, _ in LAYER_PARTS} | set(QKV_PARTS)
-    first = [t for t in tensors[:3] if t[0] in ("wte", "wpe", "rope_freqs")]
+    first = [t for t in tensors[:4] if t[0] in ("wte", "wpe", "rope_freqs", "rope_freqs_long")]
     stacked = [t for t in tensors if t[0] in layer_names]
     last = tensors[len(first) + len(stacked):]
     n_layer = stacked[0][1].shape[0] if stacked else 0
@@ -438,9 +450,9 @@ def file_layout(c: GPTConfig | None, tok: TokenizerData, table: list[tuple[str, 
     """The pieces (offset, bytes) and size of a file whose tensor table is `table`: (entry name,
     weight type, the tensor's bytes in that type) in file order (q8_0_ggml: q8_0 with ggml's
     numbers). dtype: the header's weight type (versions 1-3)."""
-    if version < 5 and c is not None and not c.rows_are_default():
-        raise ExportError(f"format version {version} has neither a head size of its own nor a layer table: this "
-                          "block needs version 5")
+    if version < 5 and c is not None and not c.fits_version_4():
+        raise ExportError(f"format version {version} has no head size of its own, no layer table and none of the "
+                          "switches of version 5: this block needs version 5")
     tok_bytes = tokenizer_section(tok, version)
     tok_off = HEADER_SIZE
     meta_bytes = metadata_section(metadata or {}) if version >= 4 else b""
@@ -467,7 +479,14 @@ def file_layout(c: GPTConfig | None, tok: TokenizerData, table: list[tuple[str, 
     if version >= 4:
         fields.update(metadata_offset=meta_off, metadata_size=len(meta_bytes), qkv_apart=int(qkv_apart))
     if version >= 5 and c is not None:
-        fields.update(head_size=c.head_size, layers_offset=layers_off)
+        rotary = c.pos == "rotary"
+        fields.update(head_size=c.head_size, layers_offset=layers_off, qk_norm=QK_NORM[c.qk_norm],
+                      norm_place=(NORM_BEFORE if c.norm_before else 0) | (NORM_AFTER if c.norm_after else 0),
+                      embed_scale=c.embed_scale, attn_scale=c.attn_scale, residual_scale=c.residual_scale,
+                      logit_divisor=c.logit_divisor, attn_softcap=c.attn_softcap, logit_softcap=c.logit_softcap,
+                      rotary_dims=c.rotated if rotary else 0, rope_scale=c.rope_scale if rotary else 0.0,
+                      rope_long=int(rotary and c.rope_freqs_long is not None),
+                      rope_original=c.rope_original if rotary and c.rope_freqs_long is not None else 0)
     if c is None:  # tokenizer-only file: n_layer 0, the rest zero
         fields.update(vocab_size=len(tok.tokens), vocab_padded=len(tok.tokens))
     else:
@@ -493,7 +512,8 @@ def entry_names(c: GPTConfig, qkv_apart: bool = False) -> list[str]:
     """The tensor table's names of a version 4 file of configuration c, in file order (model.h's
     list; file_entries() gives the same for a model's tensors)."""
     first = ["wte"] + (["wpe"] if c.pos == "learned" else []) + \
-        (["rope_freqs"] if c.pos == "rotary" and c.rope_freqs is not None else [])
+        (["rope_freqs"] if c.pos == "rotary" and c.rope_freqs is not None else []) + \
+        (["rope_freqs_long"] if c.pos == "rotary" and c.rope_freqs_long is not None else [])
     parts = [p for part in layer_parts(c) for p in (QKV_PARTS if qkv_apart and part == "attn.c_attn.weight" else [part])]
     layers = [f"h.{layer}.{part}" for layer in range(c.n_layer) for part in parts]
     last = ["ln_f.weight"] + (["ln_f.bias"] if c.has_bias(BIAS_NORM) else []) + \
@@ -611,12 +631,27 @@ def read_tensors(path: Path) -> tuple[GPTConfig | None, TokenizerData, dict[str,
         cfg.head_dim = h["head_size"]
         rows = [LAYER_ROW.unpack_from(raw, h["layers_offset"] + LAYER_ROW.size * layer) for layer in range(cfg.n_layer)]
         cfg.layers = [{"window": window, "rotary": bool(rotary), "rope_theta": theta} for window, rotary, theta in rows]
-        if cfg.rows_are_default():  # as a file before version 5 would say it
-            cfg.head_dim, cfg.layers = 0, None
+        cfg.qk_norm = name_of(QK_NORM, h["qk_norm"])
+        cfg.norm_before, cfg.norm_after = bool(h["norm_place"] & NORM_BEFORE), bool(h["norm_place"] & NORM_AFTER)
+        for key in ("embed_scale", "attn_scale", "residual_scale", "logit_divisor", "attn_softcap", "logit_softcap"):
+            setattr(cfg, key, h[key])
+        if cfg.pos == "rotary":
+            cfg.rotary_dims, cfg.rope_scale = h["rotary_dims"], h["rope_scale"]
+            cfg.rope_original = h["rope_original"]
+        # what equals the defaults is said as a configuration before version 5 says it
+        if cfg.n_embd % cfg.n_head == 0 and cfg.head_dim == cfg.n_embd // cfg.n_head:
+            cfg.head_dim = 0
+        if cfg.rotary_dims == cfg.head_size:
+            cfg.rotary_dims = 0
+        if cfg.layers == GPTConfig(n_layer=cfg.n_layer, pos=cfg.pos, rope_theta=cfg.rope_theta).layer_rows():
+            cfg.layers = None
     table = {name: (offset, size, wtype) for name, wtype, offset, size in table_entries(raw, h)}
     if h["version"] > 1 and h["rope_freqs"]:
         offset, size, _ = table["rope_freqs"]
         cfg.rope_freqs = np.frombuffer(raw, "<f4", size // 4, offset).tolist()
+    if h["version"] >= 5 and h["rope_long"]:
+        offset, size, _ = table["rope_freqs_long"]
+        cfg.rope_freqs_long = np.frombuffer(raw, "<f4", size // 4, offset).tolist()
     shapes = stacked_shapes(cfg)
     if h["version"] >= 4 and h["qkv_apart"]:
         shapes.update({part: (cfg.n_layer, rows, cfg.n_embd) for part, rows in zip(QKV_PARTS, qkv_rows(cfg))})

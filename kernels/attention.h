@@ -153,6 +153,12 @@ static inline __attribute__((always_inline)) void float_scores(const HeadAttenti
     }
 }
 
+/* Scores of positions first..n-1 capped as Gemma 2 asks: s -> softcap tanh(s / softcap). */
+static void cap_scores(float softcap, int G, float *const *att, int first, int n) {
+    for (int g = 0; g < G; g++)
+        for (int j = first; j < n; j++) att[g][j] = softcap * tanhf(att[g][j] / softcap);
+}
+
 /* One query at position pos: scores of keys 0..pos, VW keys to a vector, softmax, weighted sum
  * of values, VW dimensions to a vector. att: round_up16(pos + 1) floats, which hold the
  * attention weights afterwards; qs: round_up16(head_size) floats.
@@ -174,7 +180,7 @@ static inline __attribute__((always_inline)) void attend(const HeadAttention *b,
     int n = b[0].pos + i + 1, n16 = round_up16(n), hs = b[0].head_size, vs = b[0].value_stride, j, d = 0, g;
     int groups = cache_groups(hs); /* q8_0 */
     size_t scales_at = b[0].scales_at;
-    float scale = 1.0f / sqrtf((float)hs);
+    float scale = b[0].scale;
     for (g = 0; g < G; g++) {
         const float *query = b[g].query + (size_t)i * b[g].query_stride;
         for (d = 0; d < hs; d++) qs[g][d] = query[d] * scale;
@@ -182,7 +188,14 @@ static inline __attribute__((always_inline)) void attend(const HeadAttention *b,
     const void *values[MAX_HEADS_AT_ONCE]; /* of the positions at hand */
     if (cache == CACHE_Q8_0) q8_0_scores(b, G, qs, att, n16);
     else float_scores(b, G, cache, qs, att, n16);
-    for (g = 0; g < G; g++) softmax(att[g], n);
+    /* a layer with a window: the positions before its last `window` get weight exactly 0 and
+     * enter no sum; the softmax is over the others */
+    int seen = b[0].window && n > b[0].window ? n - b[0].window : 0; /* the first position seen */
+    if (b[0].softcap != 0.0f) cap_scores(b[0].softcap, G, att, seen, n);
+    for (g = 0; g < G; g++) {
+        softmax(att[g] + seen, n - seen);
+        for (j = 0; j < seen; j++) att[g][j] = 0.0f;
+    }
     for (d = 0; d < hs; d += 4 * VW) { /* four vectors of the head's dimensions in flight */
         int vectors = min_int(4, (round_up16(hs) - d + VW - 1) / VW);
         vf acc[MAX_HEADS_AT_ONCE][4];
@@ -190,7 +203,7 @@ static inline __attribute__((always_inline)) void attend(const HeadAttention *b,
         /* positions in order: those of the shared prefix, then the head's own (the same sums) */
         int own = min_int(b[0].prefix, n); /* the first of the head's own positions */
         for (int part = 0; part < 2; part++) {
-            int from = part ? own : 0, to = part ? n : own;
+            int from = max_int(seen, part ? own : 0), to = part ? n : own;
             for (g = 0; g < G; g++) values[g] = part ? b[g].values : b[g].prefix_values;
             if (vectors == 4) { /* the usual case: every sum in registers */
                 for (j = from; j < to; j++) {
@@ -251,7 +264,8 @@ __attribute__((unused)) static void attention_tile16_generic(const HeadAttention
  * at a time) when their layout allows, else, and for the single query of a decode step, one
  * query at a time. All give the same bits. */
 static void attention(const HeadAttention *b, float *scratch) {
-    if (b->nq > 1 && b->head_size % 16 == 0 && b->prefix == 0 && b->cache != CACHE_Q8_0) {
+    if (b->nq > 1 && b->head_size % 16 == 0 && b->prefix == 0 && b->cache != CACHE_Q8_0 && b->softcap == 0.0f &&
+        !b->window) {
         for (int q0 = 0; q0 < b->nq; q0 += 16) attention_tile16(b, q0, scratch);
         return;
     }

@@ -57,6 +57,9 @@ typedef struct {
     float *out;          /* nq outputs of head_size floats, out_stride floats apart */
     int out_stride;
     int pos, nq, head_size;
+    float scale;         /* the query times this before its scores (1/sqrt(head_size) usually) */
+    float softcap;       /* each score s becomes softcap tanh(s / softcap) (0: none) */
+    int window;          /* a query sees the last `window` positions, itself included (0: all) */
 } HeadAttention;
 
 /* Keys are kept in blocks of KEY_BLOCK consecutive positions, and within a block transposed:

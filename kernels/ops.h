@@ -125,19 +125,28 @@ static void layernorm(float *out, const float *x, const float *weight, const flo
 /* RMSNorm (Zhang and Sennrich 2019) of each of T positions of n values: x / sqrt(mean(x^2) +
  * eps) * weight, as float32 operations in this order (the sum of the squares as above). out
  * may be x. */
+static void rms_row(float *o, const float *xt, const float *weight, int n, float eps) {
+    float inv_rms = 1.0f / sqrtf(sum_of_squares(xt, n, 0.0f) / n + eps);
+    for (int i = 0; i < n; i++) o[i] = xt[i] * inv_rms * weight[i];
+}
+
 static void rmsnorm(float *out, const float *x, const float *weight, int T, int n, float eps) {
     int t;
-    SPLIT_FOR(T > 1, schedule(static), (t = 0; t < T; t++), {
-        const float *xt = x + (size_t)t * n;
-        float *o = out + (size_t)t * n;
-        float inv_rms = 1.0f / sqrtf(sum_of_squares(xt, n, 0.0f) / n + eps);
-        for (int i = 0; i < n; i++) o[i] = xt[i] * inv_rms * weight[i];
-    });
+    SPLIT_FOR(T > 1, schedule(static), (t = 0; t < T; t++),
+              { rms_row(out + (size_t)t * n, x + (size_t)t * n, weight, n, eps); });
 }
 
 /* SwiGLU's product over n values: up = silu(gate) * up, silu(g) = g / (1 + exp(-g)) with the
  * shared exp, then one multiply. */
 static inline vf vf_silu(vf g) { return vf_div(g, vf_add(vf_set1(1.0f), vf_exp(vf_mul(g, vf_set1(-1.0f))))); }
+
+/* GEGLU ("GLU Variants Improve Transformer", Gemma's feed-forward): up = gelu(gate) * up over
+ * n values, the GELU of kind GELU_TANH or GELU_ERF; gate holds its GELU afterwards. */
+static void geglu(float *up, float *gate, int n, int kind) {
+    gelu(gate, n, kind);
+    int i;
+    SPLIT_FOR(n > SPAN, schedule(static), (i = 0; i < n; i++), { up[i] = gate[i] * up[i]; });
+}
 
 static void swiglu(float *up, const float *gate, int n) {
     int at;
@@ -157,12 +166,13 @@ static void swiglu(float *up, const float *gate, int n) {
 }
 
 /* Rotary positions for n_heads heads of head_size values at x (one token), at the position
- * whose table rows are cos and sin (head_size / 2 values each): the pair (x_2i, x_2i+1) becomes
- * (x_2i cos_i - x_2i+1 sin_i, x_2i sin_i + x_2i+1 cos_i), four products and two sums. */
-static void rotary(float *x, int n_heads, int head_size, const float *cos, const float *sin) {
+ * whose table rows are cos and sin (dims / 2 values each): the pair (x_2i, x_2i+1) of each
+ * head's first dims becomes (x_2i cos_i - x_2i+1 sin_i, x_2i sin_i + x_2i+1 cos_i), four
+ * products and two sums; the rest of the head stays as it is (partial rotary). */
+static void rotary(float *x, int n_heads, int head_size, int dims, const float *cos, const float *sin) {
     for (int h = 0; h < n_heads; h++) {
         float *head = x + (size_t)h * head_size;
-        for (int i = 0; i < head_size / 2; i++) {
+        for (int i = 0; i < dims / 2; i++) {
             float x0 = head[2 * i], x1 = head[2 * i + 1];
             head[2 * i] = x0 * cos[i] - x1 * sin[i];
             head[2 * i + 1] = x0 * sin[i] + x1 * cos[i];

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from llama_sources import read_safetensors_plain, to_rotate_half
+from llama_sources import GEMMA, HF_ARCHITECTURES, read_safetensors_plain, to_rotate_half
 
 UINT8, INT8, UINT16, INT16, UINT32, INT32, FLOAT32, BOOL, STRING, ARRAY, UINT64, INT64, FLOAT64 = range(13)
 CODES = {UINT8: "<B", INT8: "<b", UINT16: "<H", INT16: "<h", UINT32: "<I", INT32: "<i", FLOAT32: "<f", BOOL: "<B",
@@ -228,7 +228,8 @@ def add_hparams(g: GGUF, arch: str, n_layer: int, n_embd: int, n_hidden: int, n_
     """The {arch}.* keys; head_dim: a head size of the model's own (the converter writes
     key_length and value_length from config.json's head_dim)."""
     g.add("general.architecture", STRING, arch)
-    g.add("general.name", STRING, f"tiny random {arch}")
+    # (not "phi3" in a name: llama.cpp then sets attributes of tokens, </s>, that a test vocabulary lacks)
+    g.add("general.name", STRING, "tiny random model" if arch == "phi3" else f"tiny random {arch}")
     g.add(f"{arch}.context_length", UINT32, n_ctx)
     g.add(f"{arch}.embedding_length", UINT32, n_embd)
     g.add(f"{arch}.block_count", UINT32, n_layer)
@@ -305,20 +306,53 @@ def gguf_of_model(model, arch: str, ggml_type: int = F32, llama3_scaling: dict |
 
 
 def gguf_of_hf_folder(folder: Path, bos_eos: tuple[int, int] | None = None) -> GGUF:
-    """A Hugging Face Llama or Qwen2 folder (tests/llama_sources.py) as llama.cpp's converter
-    writes it in F32: its config's hyperparameters, q_proj and k_proj (and biases) permuted from
-    halves into adjacent pairs for llama and kept for qwen2, Llama 3's rope_scaling as
-    rope_freqs.weight, no output.weight when lm_head is absent; its vocab.json + merges.txt as a
-    "gpt-2" byte-level BPE vocabulary."""
+    """A Hugging Face folder (tests/llama_sources.py: Llama, Qwen2, Qwen3, SmolLM3, Granite,
+    OLMo 2, Gemma 2 and 3, Phi-3) as llama.cpp's converter writes it in F32 (its conversion/*.py):
+    its config's hyperparameters under the architecture's keys, q_proj and k_proj (and biases)
+    permuted from halves into adjacent pairs for the Llama-derived (llama, smollm3, granite) and
+    kept for the others, Gemma's norms stored as 1 + w, Phi-3's fused projections kept fused and
+    LongRoPE's factors as rope_factors_short/long, Llama 3's rope_scaling as rope_freqs.weight, no
+    output.weight when lm_head is absent (and none for Gemma 2); its vocab.json + merges.txt as
+    a "gpt-2" byte-level BPE vocabulary."""
     conf = json.loads((folder / "config.json").read_text())
-    arch = conf["model_type"]
+    arch = {v: k for k, v in HF_ARCHITECTURES.items()}[conf["architectures"][0]]
     sd = read_safetensors_plain(folder)
-    n_head, n_kv = conf["num_attention_heads"], conf["num_key_value_heads"]
+    n_embd, n_head, n_kv = conf["hidden_size"], conf["num_attention_heads"], conf["num_key_value_heads"]
+    hs = conf.get("head_dim") or n_embd // n_head
     g = GGUF()
-    add_hparams(g, arch, conf["num_hidden_layers"], conf["hidden_size"], conf["intermediate_size"], n_head, n_kv,
-                conf["max_position_embeddings"], conf["rms_norm_eps"], conf["rope_theta"], conf.get("head_dim"))
-    hs = conf.get("head_dim") or conf["hidden_size"] // n_head
-    if conf.get("rope_scaling"):
+    add_hparams(g, arch, conf["num_hidden_layers"], n_embd, conf["intermediate_size"], n_head, n_kv,
+                conf["max_position_embeddings"], conf["rms_norm_eps"], None if arch == "gemma2" else conf["rope_theta"],
+                conf.get("head_dim"))
+    if arch in ("smollm3", "granite"):
+        g.add(f"{arch}.rope.dimension_count", UINT32, hs)
+    if arch == "granite":
+        for theirs, ours in (("attention_multiplier", "attention.scale"), ("embedding_multiplier", "embedding_scale"),
+                             ("residual_multiplier", "residual_scale"), ("logits_scaling", "logit_scale")):
+            if conf.get(theirs):
+                g.add(f"granite.{ours}", FLOAT32, conf[theirs])
+    if arch in GEMMA:
+        g.add(f"{arch}.attention.sliding_window", UINT32, conf["sliding_window"])
+        if conf.get("final_logit_softcapping"):
+            g.add(f"{arch}.final_logit_softcapping", FLOAT32, conf["final_logit_softcapping"])
+    if arch == "gemma2":
+        g.add("gemma2.attn_logit_softcapping", FLOAT32, conf["attn_logit_softcapping"])
+    if arch == "gemma3":
+        g.add("gemma3.rope.freq_base_swa", FLOAT32, conf["rope_local_base_freq"])
+    rotated = hs
+    if arch == "phi3":
+        rotated = int(conf.get("partial_rotary_factor", 1.0) * n_embd) // n_head
+        g.add("phi3.rope.dimension_count", UINT32, rotated)
+        g.add("phi3.attention.sliding_window", UINT32, conf.get("sliding_window") or 0)
+        g.add("phi3.rope.scaling.original_context_length", UINT32,
+              conf.get("original_max_position_embeddings", conf["max_position_embeddings"]))
+        scaling = conf.get("rope_scaling")
+        if scaling:  # LongRoPE: its factor tables, and the factor on cos and sin
+            scale = conf["max_position_embeddings"] / conf["original_max_position_embeddings"]
+            g.add("phi3.rope.scaling.attn_factor", FLOAT32, math.sqrt(1 + math.log(scale) / math.log(
+                conf["original_max_position_embeddings"])))
+            g.tensor("rope_factors_long.weight", np.asarray(scaling["long_factor"], np.float32))
+            g.tensor("rope_factors_short.weight", np.asarray(scaling["short_factor"], np.float32))
+    elif conf.get("rope_scaling"):
         g.tensor("rope_freqs.weight", llama3_factors(conf["rope_theta"], hs, conf["rope_scaling"]))
 
     def adjacent(w: torch.Tensor, heads: int) -> torch.Tensor:  # the converter's LlamaModel.permute
@@ -328,14 +362,22 @@ def gguf_of_hf_folder(folder: Path, bos_eos: tuple[int, int] | None = None) -> G
              "lm_head.weight": "output.weight"}
     per_layer = {"input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
                  "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "post_attention_layernorm": "ffn_norm",
-                 "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
+                 "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm",
+                 "self_attn.qkv_proj": "attn_qkv", "mlp.gate_up_proj": "ffn_up",
+                 "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
+                 "pre_feedforward_layernorm": "ffn_norm", "post_feedforward_layernorm": "post_ffw_norm"}
+    if arch in GEMMA or arch == "olmo2":
+        per_layer["post_attention_layernorm"] = "post_attention_norm"
     for name, t in sd.items():
+        if arch in GEMMA and name.endswith("norm.weight"):  # the converter's norm_shift
+            t = t + 1
         if name in names:
-            g.tensor(names[name], t)
+            if not (arch == "gemma2" and name == "lm_head.weight"):
+                g.tensor(names[name], t)
             continue
         _, _, layer, rest = name.split(".", 3)
         module, kind = rest.rsplit(".", 1)
-        if arch == "llama" and module in ("self_attn.q_proj", "self_attn.k_proj"):
+        if arch in ("llama", "smollm3", "granite") and module in ("self_attn.q_proj", "self_attn.k_proj"):
             t = adjacent(t, n_head if module.endswith("q_proj") else n_kv)
         g.tensor(f"blk.{layer}.{per_layer[module]}.{kind}", t)
     add_bpe_vocab(g, (folder / "vocab.json").read_bytes(), (folder / "merges.txt").read_bytes(), "gpt-2", [])

@@ -75,7 +75,7 @@ from gguf_file import read_gguf
 from gguf_import import load_gguf
 from gguf_writer import (BOOL, STRING, UINT32, add_bpe_vocab, add_sentencepiece_vocab, gguf_of_hf_folder,
                          gguf_of_model, sentencepiece_pieces)
-from llama_sources import write_hf_folder
+from llama_sources import ARCH_MODELS, write_hf_folder
 from model import BIAS_QKV, quantize_q8_0
 from test_chat import CONTENTS, reference_render, run_ids
 from test_llama import LLAMA, LLAMA3_SCALING, gpt2_files
@@ -475,8 +475,8 @@ def matrix_types(gguf: Path, out: Path, cfg: GPTConfig) -> tuple[dict[str, str],
         m, b = f"transformer.h.{i}.", f"blk.{i}."
         pairs = {"attn.c_attn": "attn_qkv" if b + "attn_qkv.weight" in g else "attn_q", "attn.c_proj": "attn_output",
                  "mlp.c_fc": "ffn_up", "mlp.c_proj": "ffn_down"}
-        if cfg.ffn == "swiglu":
-            pairs["mlp.gate"] = "ffn_gate"
+        if cfg.ffn != "gelu":  # Phi-3's gate is the first half of ffn_up
+            pairs["mlp.gate"] = "ffn_gate" if b + "ffn_gate.weight" in g else "ffn_up"
         for module, theirs in pairs.items():
             llama[m + module] = g[b + theirs + ".weight"].type_name
             # a file with the query, key and value apart: their inputs are rounded alike (each of
@@ -500,9 +500,10 @@ def reference_logits(model, ids: list[int], rounding: dict[str, object], gelu_f1
             patched.append(module)
         if gelu_f16 and name.endswith(".mlp"):
             def mlp(x, m=module):
-                h = m.c_fc(x)
+                h = m.gate(x) if m.ffn == "geglu" else m.c_fc(x)  # GEGLU: the gate's GELU (ggml_vec_geglu_f32)
                 table = f16_round(F.gelu(f16_round(h), approximate="tanh"))
-                return m.c_proj(torch.where(h <= -10, torch.zeros_like(h), torch.where(h >= 10, h, table)))
+                act = torch.where(h <= -10, torch.zeros_like(h), torch.where(h >= 10, h, table))
+                return m.c_proj(act * m.c_fc(x) if m.ffn == "geglu" else act)
             module.forward = mlp
             patched.append(module)
     try:
@@ -524,7 +525,7 @@ def tolerance(gguf: Path, out: Path, ids: list[int]) -> tuple[float, float, floa
     """(tolerance, A_run, A_llama.cpp) for the logits of ids: the module docstring's derivation."""
     model = reference(gguf)
     llama, run_types = matrix_types(gguf, out, model.config)
-    gpt2 = model.config.ffn == "gelu"
+    gpt2 = model.config.ffn in ("gelu", "geglu")  # ggml's GELU through its binary16 table
     exact = reference_logits(model, ids, {}, False)
     a_run = float(np.abs(reference_logits(model, ids, {k: RUN_ROUNDS[t] for k, t in run_types.items()}, False)
                          - exact).max())
@@ -631,6 +632,87 @@ def test_q8_0_quants_of_minus_128() -> None:
     theirs = llama_logits(path, ids)
     ours = c_logits(RUN, out, PROMPT, theirs.shape[1], 128, ("--cache", "f32"))
     assert float(np.abs(ours - theirs).max()) <= tolerance(path, out, ids)[0]
+
+
+# ---- the architectures that change Llama's block --------------------------------------------
+
+def arch_files(arch: str) -> tuple[Path, Path, Path]:
+    """(the Hugging Face folder of llama_sources.ARCH_MODELS' model of arch, the GGUF llama.cpp's
+    converter makes of it, that GGUF's export), made once. Phi-3's without a window: llama.cpp's
+    phi3 runs none (transformers does; test_llama.py checks it there)."""
+    folder = TMP / f"gguf_arch_{arch}"
+    gguf, out = TMP / f"gguf_arch_{arch}.gguf", TMP / f"gguf_arch_{arch}.bin"
+    if not out.exists() or not (folder / "config.json").exists():
+        kw = {**ARCH_MODELS[arch], "vocab_size": 1756, "vocab_padded": 1756}
+        if arch == "phi3":
+            kw.pop("layers")
+        shutil.rmtree(folder, ignore_errors=True)
+        seed = sum(map(ord, arch))
+        model = random_model(GPTConfig(**kw), seed=seed, std=0.05)
+        with torch.no_grad():  # as write_f32_gguf's: next tokens that stand clear of the rest
+            gen = torch.Generator().manual_seed(seed)
+            model.transformer.wte.weight.copy_(torch.randn(model.transformer.wte.weight.shape, generator=gen))
+            if not model.config.tied_head:
+                model.lm_head.weight.copy_(model.transformer.wte.weight[torch.randperm(1756, generator=gen)])
+        write_hf_folder(folder, model, arch, "F32", 1, gpt2_files())
+        gguf_of_hf_folder(folder).write(gguf)
+        r = export_cli(gguf, out)
+        assert r.returncode == 0, r.stderr
+    return folder, gguf, out
+
+
+@pytest.mark.parametrize("arch", ARCH_MODELS)
+def test_the_architectures_gguf_export_is_the_folders(arch: str) -> None:
+    """The GGUF the converter makes of a folder (Gemma's norms as 1 + w, Phi-3's projections
+    fused, q/k rows in halves or in pairs as the architecture keeps them) exports to the header and
+    tensors the folder does, byte for byte but for the rotary frequencies LongRoPE's float32
+    factors give (within 1e-6 of the folder's)."""
+    folder, gguf, out = arch_files(arch)
+    from_folder = TMP / f"gguf_arch_{arch}_folder.bin"
+    r = export_cli(folder, from_folder)
+    assert r.returncode == 0, r.stderr
+    a, b = from_folder.read_bytes(), out.read_bytes()
+    ha, hb = unpack_header(a), unpack_header(b)
+    layout = ("tokenizer_size", "tensors_offset", "file_size", "meta_crc32", "metadata_offset", "metadata_size",
+              "layers_offset", "rope_scale")
+    assert {k: v for k, v in ha.items() if k not in layout} == {k: v for k, v in hb.items() if k not in layout}
+    assert abs(ha["rope_scale"] - hb["rope_scale"]) <= 1e-6 * ha["rope_scale"]
+    assert read_header_and_table(from_folder) == read_header_and_table(out)
+    for (name, _, oa, sa), (_, _, ob, sb) in zip(table_entries(a, ha), table_entries(b, hb)):
+        if name.startswith("rope_freqs"):
+            fa, fb = np.frombuffer(a, "<f4", sa // 4, oa), np.frombuffer(b, "<f4", sb // 4, ob)
+            assert np.allclose(fa, fb, rtol=1e-6, atol=0), name
+        else:
+            assert a[oa:oa + sa] == b[ob:ob + sb], f"{arch}: tensor {name} differs"
+
+
+@pytest.mark.parametrize("arch", ARCH_MODELS)
+def test_the_architectures_logits_and_greedy_tokens_are_llama_cpps(arch: str) -> None:
+    """Logits at every position of a prompt and 24 greedy tokens, run against llama.cpp on the same
+    F32 GGUF (the tolerance of test_logits_every_position: float32 rounding, and ggml's GELU
+    through its binary16 table for Gemma's GEGLU)."""
+    _, gguf, out = arch_files(arch)
+    ids = c_tokens(RUN, out, PROMPT)
+    assert llama_tokenize(gguf, [PROMPT]) == [ids]
+    theirs = llama_logits(gguf, ids)
+    tol, _, a_llama = tolerance(gguf, out, ids)
+    for block in (1, 128):
+        ours = c_logits(RUN, out, PROMPT, theirs.shape[1], block, ("--cache", "f32"))
+        diff = float(np.abs(ours - theirs).max())
+        print(f"{arch} block {block}: {len(ids)} positions, max |run - llama.cpp| {diff:.3g}, tolerance {tol:.3g} "
+              f"(llama.cpp's GELU {a_llama:.3g}), max |logit| {np.abs(theirs).max():.3g}")
+        assert diff <= tol
+    steps = 24
+    ids = ids[:20]
+    lines = llama_ref("generate", gguf, write_ids(ids), steps).decode().split("\n")[:-1]
+    generated = [int(line.split()[0]) for line in lines]
+    margins = [float(line.split()[1]) for line in lines]
+    tol, _, _ = tolerance(gguf, out, ids + generated[:-1])
+    assert min(margins) > 2 * tol, "the model's top choice is not clear enough to compare greedy tokens"
+    _, tok, _ = read_tensors(out)
+    prompt = tok.decode(ids)
+    ours = c_generate(RUN, out, prompt, steps, 0.0, 0, 1.0, 1, extra=("--ignore-eos", "--cache", "f32"))
+    assert ours == tok.decode(generated), (ours, tok.decode(generated))
 
 
 # ---- a GGUF of a Hugging Face folder -----------------------------------------------------------

@@ -274,7 +274,7 @@ static AttentionCase attention_case(int pos, int nq, int hs) {
     for (int j = 0; j < n_keys; j++)
         for (int d = 0; d < hs; d++) a.v[(size_t)j * vs + d] = (float)(rng_uniform(&seed) * 2 - 1);
     a.block = (HeadAttention){.query = a.q, .query_stride = hs, .keys = a.keys, .values = a.v, .value_stride = vs, .out = a.out, .out_stride = hs,
-                               .pos = pos, .nq = nq, .head_size = hs};
+                               .pos = pos, .nq = nq, .head_size = hs, .scale = 1.0f / sqrtf((float)hs)};
     return a;
 }
 
@@ -1278,7 +1278,7 @@ int main(void) {
         values[1 * 16 + d] = (float)(4 + d);
     }
     HeadAttention block = {.query = q, .query_stride = 3, .keys = keys, .values = values,
-                            .value_stride = 16, .out = out, .out_stride = 3, .pos = 1, .nq = 1, .head_size = 3};
+                            .value_stride = 16, .out = out, .out_stride = 3, .pos = 1, .nq = 1, .head_size = 3, .scale = 1.0f / sqrtf(3.0f)};
     attention_and_weights(&block, scratch, weights, 3);
     expect_near("attention weight of key 0", weights[0], 1 / (1 + exp(-0.606218)), 1e-5);
     expect_near("attention weight of key 1", weights[1], 1 / (1 + exp(0.606218)), 1e-5);
@@ -1291,6 +1291,16 @@ int main(void) {
     block.pos = 0;
     attention_and_weights(&block, scratch, weights, 3);
     expect_near("single visible key has weight 1", weights[0], 1.0, 0.0);
+    /* a window of 1 at position 1: key 0 falls outside (weight exactly 0), key 1 gets all */
+    block.pos = 1, block.window = 1;
+    attention_and_weights(&block, scratch, weights, 3);
+    expect_near("a key before the window has weight 0", weights[0], 0.0, 0.0);
+    expect_near("the window's one key has weight 1", weights[1], 1.0, 0.0);
+    expect_near("output = the window's value", out[0], 4.0, 0.0);
+    /* scores capped at 0.5: 0.606218 becomes 0.5 tanh(0.606218 / 0.5) */
+    block.window = 0, block.softcap = 0.5f;
+    attention_and_weights(&block, scratch, weights, 3);
+    expect_near("capped score's weight", weights[0], 1 / (1 + exp(-0.5 * tanh(0.606218 / 0.5))), 1e-5);
 
     /* GELU at 1: tanh form 0.841192, erf form 0.841345 (x * Phi(x)) */
     float g[2] = {1.0f, 1.0f};
@@ -1345,12 +1355,12 @@ int main(void) {
      *   (2.999400 - 0.079995, 0.059996 + 3.999200) = (2.919405, 4.059196). */
     float *rope_cos, *rope_sin;
     Error rope_error;
-    if (!rotary_tables(&rope_cos, &rope_sin, 3, 4, 10000.0, NULL, &rope_error)) die("%s", rope_error.message);
+    if (!rotary_tables(&rope_cos, &rope_sin, 3, 4, 10000.0, NULL, 1.0, &rope_error)) die("%s", rope_error.message);
     static const float rope_want[2][4] = {{-1.142640f, 1.922076f, 2.959851f, 4.029800f},
                                           {-2.234742f, 0.077004f, 2.919405f, 4.059196f}};
     for (int pos = 1; pos <= 2; pos++) {
         float head[4] = {1, 2, 3, 4};
-        rotary(head, 1, 4, rope_cos + pos * 2, rope_sin + pos * 2);
+        rotary(head, 1, 4, 4, rope_cos + pos * 2, rope_sin + pos * 2);
         for (int d = 0; d < 4; d++) {
             char what[60];
             snprintf(what, sizeof what, "rotary [1,2,3,4] at position %d, dimension %d", pos, d);

@@ -36,7 +36,7 @@ from common import REPO, RUN, TEXT, TMP, GPTConfig, beside, char_tokenizer, on_a
 from compare import c_generate, c_generate_samples, c_logits, c_tokens, compare_logits, generation_agrees
 from export import load_source
 from tokenizer_files import bpe_vocab
-from llama_sources import (hf_logits, llama2c_args, llama2c_logits, llama2c_state_dict, write_hf_folder,
+from llama_sources import (ARCH_MODELS, hf_logits, llama2c_args, llama2c_logits, llama2c_state_dict, write_hf_folder,
                            write_llama2c_bin, write_llama2c_checkpoint)
 from model import BIAS_QKV, generate, perplexity
 from test_paths import check_trace
@@ -91,6 +91,9 @@ SOURCES = {
     "hf_llama_wide_heads": (GPTConfig(n_layer=2, n_head=4, n_kv_head=2, n_embd=128, n_hidden=256, n_ctx=96,
                                       vocab_size=0, vocab_padded=0, tied_head=False, head_dim=64, **LLAMA),
                             "hf:llama:F32:1", ()),
+    # the architectures that change Llama's block in a few named places (llama_sources.ARCH_MODELS)
+    **{f"hf_{arch}": (GPTConfig(**kw), f"hf:{arch}:{'BF16' if arch in ('qwen3', 'gemma3') else 'F32'}:1", ())
+       for arch, kw in ARCH_MODELS.items()},
     "llama2c_ckpt": (GPTConfig(n_layer=3, n_head=2, n_kv_head=1, n_embd=64, n_hidden=192, n_ctx=96, tied_head=True,
                                **LLAMA), "llama2c:ckpt", ("--tokenizer", "CHAR")),
     "llama2c_bin_v0": (GPTConfig(n_layer=2, n_head=3, n_kv_head=3, n_embd=96, n_hidden=160, n_ctx=96, vocab_size=0,

@@ -211,7 +211,7 @@ def check_trace(trace: Path, model_file: Path) -> float:
         assert ratio <= 1, f"{trace.name}: layer {layer} {MATRICES[which]}: error {ratio:.3g} x its bound"
         worst = max(worst, ratio)
         seen.add((layer, which, x.shape[0] > 1))
-    products = {0, 1, 2, 3, 4} | ({5} if cfg.ffn == "swiglu" else set())
+    products = {0, 1, 2, 3, 4} | ({5} if cfg.ffn != "gelu" else set())  # 5: the gate
     assert {w for _, w, _ in seen} == products and {l for l, _, _ in seen} == {-1, *range(cfg.n_layer)}
     return worst
 

@@ -42,6 +42,12 @@ def valid_file(kind: str = "f32", version: int = VERSION) -> Path:
     if kind == "layers":  # heads of 8 in a width of 16 (4 heads), a layer without rotary positions
         llama = dict(norm="rms", pos="rotary", ffn="swiglu", n_head=4, n_kv_head=2, head_dim=8, bias=BIAS_QKV,
                      layers=[{}, {"rotary": False, "rope_theta": 0.0}])
+    if kind == "switches":  # every switch of version 5's block on: Gemma's, Granite's, Phi-3's, OLMo 2's
+        llama = dict(norm="rms", pos="rotary", ffn="geglu", n_head=4, n_kv_head=2, head_dim=8, qk_norm="head", bias=0,
+                     norm_after=True, embed_scale=3.0, attn_scale=0.3, residual_scale=0.5, logit_divisor=2.0,
+                     attn_softcap=20.0, logit_softcap=10.0, rotary_dims=4, rope_scale=1.1, rope_original=16,
+                     rope_freqs=[1.0, 0.1], rope_freqs_long=[0.5, 0.05],
+                     layers=[{"window": 4, "rope_theta": 100.0}, {}])
     cfg = GPTConfig(n_layer=2, n_embd=width, n_hidden=2 * width, n_ctx=32, vocab_size=n, vocab_padded=n + 5, **llama)
     path = TMP / f"robust_valid_{kind}{'' if version == VERSION else f'_v{version}'}.bin"
     mix = {"h.1.*": "q8_0", "lm_head.weight": "q8_0"} if kind == "q4_0" and version >= 4 else None
@@ -119,7 +125,16 @@ def variants(base: bytes) -> list[tuple[str, bytes]]:
         for v in (0, 1, 64, size, size + 64, 1 << 40, (1 << 63) + 64, (1 << 64) - 64, (1 << 64) - 1):
             out.append((f"{name} = {v}", patched(base, "<Q", off, v)))
     out.append(("reserved byte set", patched(base, "<B", 200, 1)))
-    out.append(("first reserved byte set", patched(base, "<B", 160, 1)))
+    out.append(("first reserved byte set", patched(base, "<B", 208, 1)))
+    # format version 5's switches of the block
+    for name, off, values in [("qk_norm", 160, (3, 0xFFFFFFFF)), ("norm_place", 164, (0, 4, 0xFFFFFFFF)),
+                              ("rotary_dims", 192, (1, 3, 1 << 16, 0xFFFFFFFF)), ("rope_long", 200, (2, 0xFFFFFFFF))]:
+        for v in values:
+            out.append((f"{name} = {v}", patched(base, "<I", off, v)))
+    for name, off in [("embed_scale", 168), ("attn_scale", 172), ("residual_scale", 176), ("logit_divisor", 180),
+                      ("attn_softcap", 184), ("logit_softcap", 188), ("rope_scale", 196)]:
+        for v in (float("nan"), float("inf"), -1.0, -0.0):
+            out.append((f"{name} {v}", patched(base, "<f", off, v)))
     # format version 5: the head size and the layer table, each row's fields and zero bytes
     for v in (0, 1, 3, 1 << 16, (1 << 16) + 2, 0xFFFFFFFF):
         out.append((f"head_size = {v}", patched(base, "<I", 148, v)))
@@ -128,7 +143,7 @@ def variants(base: bytes) -> list[tuple[str, bytes]]:
         out.append((f"layers_offset = {v}", patched(base, "<Q", 152, v)))
     for layer in range(struct.unpack_from("<I", base, 12)[0]):
         row = layers + 32 * layer
-        for v in (1, 4096, 0xFFFFFFFF):
+        for v in ((1 << 24) + 1, 0xFFFFFFFF):  # any window up to 1 << 24 positions is one
             out.append((f"layer {layer} window {v}", patched(base, "<I", row, v)))
         for v in (0, 1, 2, 0xFFFFFFFF):  # a row that turns rotary off keeps its base, and on is refused
             out.append((f"layer {layer} rotary {v}", patched(base, "<I", row + 4, v)))  # without rotary positions
@@ -238,7 +253,8 @@ def run_one(item: tuple[int, tuple[str, bytes]], folder: Path) -> tuple[str, str
     return name, None
 
 
-@pytest.mark.parametrize("kind", ["f32", "q4_0", "llama", "layers", "sentencepiece", "tokenizer_json", "blocks"])
+@pytest.mark.parametrize("kind", ["f32", "q4_0", "llama", "layers", "switches", "sentencepiece", "tokenizer_json",
+                                  "blocks"])
 def test_malformed_files_give_one_line_errors(kind: str) -> None:
     path = valid_file(kind)
     base = path.read_bytes()
@@ -249,6 +265,8 @@ def test_malformed_files_give_one_line_errors(kind: str) -> None:
     still_valid = {"n_ctx = 3", "n_ctx = 7", "n_ctx = 65536", "norm = 0", "rope_theta 1e-45"} if kind == "llama" else set()
     if kind == "layers":  # the same; the header's base is no layer's here
         still_valid = {"n_ctx = 3", "n_ctx = 7", "n_ctx = 65536", "norm = 0", "rope_theta 1e-45"}
+    if kind == "switches":  # the same, with a context still past rope_original or not (LongRoPE's choice)
+        still_valid = {"n_ctx = 3", "n_ctx = 7", "n_ctx = 65536", "rope_theta 1e-45"}
     if kind == "sentencepiece":  # <unk> and <s> may be empty or other text; without byte
         # fallback or dummy prefix it is another valid SentencePiece tokenizer (it has <unk>)
         still_valid = {"token offset 1 = 0", "token offset 1 = 4", "token offset 2 = 7",  # 8 = len("<unk><s>")

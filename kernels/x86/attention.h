@@ -100,7 +100,7 @@ static void attention_tile16(const HeadAttention *b, int q0, float *scratch) {
     int vs = b->value_stride;
     const float *queries = b->query + (size_t)q0 * b->query_stride;
     float *att = scratch, *qt = scratch + (size_t)16 * round_up16(n_keys);
-    float scale = 1.0f / sqrtf((float)hs);
+    float scale = b->scale;
     for (int d = 0; d < hs; d++)
         for (int q = 0; q < 16; q++) qt[d * 16 + q] = q < nq ? queries[(size_t)q * b->query_stride + d] * scale : 0.0f;
     __mmask16 live = (__mmask16)((1u << nq) - 1);

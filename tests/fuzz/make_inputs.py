@@ -66,6 +66,16 @@ def seeds(out: Path) -> None:
                     layers=[{}, {"rotary": False, "rope_theta": 0.0}, {"rope_theta": 1e6}], **llama)
     write_model(loader / "llama_v5_layers.bin", random_model(cfg, seed=1), tok, "q8_0",
                 tensor_types={"h.2.*": "q4_0", "lm_head.weight": "f32"})
+    # version 5's switches of the block, all on: norms of each query and key head, norms after each
+    # sublayer, GEGLU, scales, caps, windows, partial rotary with LongRoPE's two tables
+    cfg = GPTConfig(n_layer=2, n_embd=32, n_hidden=64, n_ctx=8, vocab_size=n, vocab_padded=n + 3, head_dim=16,
+                    norm="rms", pos="rotary", ffn="geglu", n_head=4, n_kv_head=2, bias=0, qk_norm="head", norm_after=True,
+                    embed_scale=3.0, attn_scale=0.3, residual_scale=0.5, logit_divisor=2.0, attn_softcap=20.0,
+                    logit_softcap=10.0, rotary_dims=8, rope_scale=1.1, rope_original=4, rope_freqs=[1.0, 0.5, 0.1, 0.01],
+                    rope_freqs_long=[0.5, 0.2, 0.05, 0.001], layers=[{"window": 3, "rope_theta": 100.0}, {}])
+    write_model(loader / "v5_switches.bin", random_model(cfg, seed=1), tok, "q8_0")
+    cfg.qk_norm, cfg.norm_before = "whole", False
+    write_model(loader / "v5_olmo2_like.bin", random_model(cfg, seed=1), tok, "f32")
     texts = [b"Hello world, it's 2024!\n", "naïve café — 日本語 😀 \u00a0\ufeff".encode(),
              b"  \r\n\t  x  ", b"\xff\xfe invalid \xc3", b"1234567 'S 'll",
              "x\u00b2 \u00bd \u0663\u0664 \u216b 12 \U00011de0 ".encode() + b"\xc3 \xd9"]
