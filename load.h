@@ -544,9 +544,9 @@ static int load_layers(const ModelFile *f, const Config *c, TransformerWeights *
         memcpy(&row, f->data + h->layers_offset + (uint64_t)l * LAYER_ROW_SIZE, sizeof row);
         for (int k = 0; k < 5; k++)
             if (row.reserved[k]) return fail(e, "model file: layer %d's row has reserved bytes that are not zero" HINT, l);
-        if (row.window > 1u << 24)
-            return fail(e, "model file: layer %d's window is %u positions, expected 0 (the whole context) to %u" HINT, l,
-                        row.window, 1u << 24);
+        if (row.window > (uint32_t)c->n_ctx)
+            return fail(e, "model file: layer %d's window of %u positions is longer than the context of %d (0 is the "
+                        "whole context)" HINT, l, row.window, c->n_ctx);
         if (row.rotary > 1 || (row.rotary && c->pos_kind != POS_ROTARY))
             return fail(e, "model file: layer %d's rotary is %u, expected %s" HINT, l, row.rotary,
                         c->pos_kind == POS_ROTARY ? "0 or 1" : "0 (the file's positions are not rotary)");

@@ -715,6 +715,73 @@ def test_the_architectures_logits_and_greedy_tokens_are_llama_cpps(arch: str) ->
     assert ours == tok.decode(generated), (ours, tok.decode(generated))
 
 
+@pytest.mark.parametrize("arch", ARCH_MODELS)
+def test_the_architectures_q4_k_m_logits_are_as_close_to_float64_as_llama_cpps(arch: str) -> None:
+    """A Q4_K_M file of each (llama.cpp's quantizer on the F32 GGUF, 256 wide so that its k types
+    are used): run and llama.cpp round the activations differently (q8_0 per 32 values, q8_K
+    per 256), so neither equals the other; judged against a float64 forward pass of the file's
+    dequantized weights, run's logits are at least as close as llama.cpp's (root mean square
+    over every position)."""
+    folder = TMP / f"gguf_arch_{arch}_256"
+    gguf, q4 = TMP / f"gguf_arch_{arch}_256.gguf", TMP / f"gguf_arch_{arch}_256_q4_k_m.gguf"
+    out = TMP / f"gguf_arch_{arch}_256_q4_k_m.bin"
+    kw = {**ARCH_MODELS[arch], "vocab_size": 1756, "vocab_padded": 1756, "n_embd": 256, "n_hidden": 512}
+    kw.pop("layers") if arch == "phi3" else None
+    if "head_dim" not in kw:
+        kw["head_dim"] = 64
+    shutil.rmtree(folder, ignore_errors=True)
+    write_hf_folder(folder, random_model(GPTConfig(**kw), seed=sum(map(ord, arch)), std=0.05), arch, "F32", 1,
+                    gpt2_files())
+    gguf_of_hf_folder(folder).write(gguf)
+    llama_ref("quantize", gguf, q4, "q4_k_m")
+    r = export_cli(q4, out)
+    assert r.returncode == 0, r.stderr
+    ids = c_tokens(RUN, out, PROMPT)
+    model = reference(q4).double()
+    with torch.no_grad():
+        exact = model(torch.tensor([ids]))[0].numpy()
+    theirs = llama_logits(q4, ids).astype(np.float64)
+    ours = c_logits(RUN, out, PROMPT, theirs.shape[1], 128, ("--cache", "f32")).astype(np.float64)
+    rms = lambda a: float(np.sqrt(np.mean((a - exact) ** 2)))  # noqa: E731
+    print(f"{arch} Q4_K_M ({len(read_header_and_table(out))} tensors): rms from float64: run {rms(ours):.3g}, "
+          f"llama.cpp {rms(theirs):.3g}")
+    assert rms(ours) <= rms(theirs)
+
+
+def edited_gguf(arch: str, drop: tuple = (), keys: dict | None = None, tensors: dict | None = None) -> Path:
+    """The converter's GGUF of arch's folder (arch_files) with tensors dropped, keys set and
+    tensors replaced (name -> array)."""
+    folder, _, _ = arch_files(arch)
+    g = gguf_of_hf_folder(folder)
+    g.kv = [kv for kv in g.kv if kv[0] not in (keys or {})] + [(k, *v) for k, v in (keys or {}).items()]
+    g.tensors = [t for t in g.tensors if t[0] not in drop and t[0] not in (tensors or {})]
+    for name, values in (tensors or {}).items():
+        g.tensor(name, values)
+    return g.write(TMP / f"gguf_arch_{arch}_edited.gguf")
+
+
+BAD_ARCH_FILES = {
+    "a head size that does not divide": ("qwen3", dict(keys={"qwen3.attention.key_length": (UINT32, 33),
+                                                             "qwen3.attention.value_length": (UINT32, 33)}),
+                                         "do not divide"),
+    "a missing query norm": ("qwen3", dict(drop=("blk.1.attn_q_norm.weight",)), "tensor 'blk.1.attn_q_norm.weight' is missing"),
+    "a missing norm after attention": ("olmo2", dict(drop=("blk.0.post_attention_norm.weight",)),
+                                       "tensor 'blk.0.post_attention_norm.weight' is missing"),
+    "a LongRoPE table of the wrong length": ("phi3", dict(tensors={"rope_factors_long.weight": np.ones(5, np.float32)}),
+                                             "tensor 'rope_factors_long.weight' has shape [5]"),
+    "a Gemma 2 file with an output": ("gemma2", dict(tensors={"output.weight": np.zeros((1756, 96), np.float32)}),
+                                      "Gemma 2's output is its embedding"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_ARCH_FILES)
+def test_bad_files_of_the_architectures_are_one_line_errors(case: str) -> None:
+    arch, edits, message = BAD_ARCH_FILES[case]
+    r = export_cli(edited_gguf(arch, **edits), TMP / "gguf_arch_edited.bin")
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 1 and len(lines) == 1 and message in lines[0], r.stderr
+
+
 # ---- a GGUF of a Hugging Face folder -----------------------------------------------------------
 
 @pytest.mark.parametrize("arch", ["llama", "qwen2"])

@@ -300,6 +300,26 @@ def test_what_run_c_does_not_implement_is_refused(change: dict, message: str) ->
     assert not beside(folder).exists()
 
 
+@pytest.mark.parametrize("arch,change,message", [
+    ("qwen3", {"use_sliding_window": True}, "'use_sliding_window' is true"),
+    ("gemma3", {"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, "'rope_scaling' has type 'yarn'"),
+    ("gemma2", {"hidden_activation": "relu"}, "'hidden_activation' is 'relu'"),
+    ("smollm3", {"no_rope_layers": [1, 1, 0]}, "'no_rope_layers' is [1, 1, 0], expected a list of 4"),
+    ("phi3", {"partial_rotary_factor": 0.3}, "'partial_rotary_factor' is 0.3"),
+    ("phi3", {"rope_scaling": {"type": "longrope", "short_factor": [1.0] * 5, "long_factor": [1.0] * 12}},
+     "have 5 and 12 factors, expected 12"),
+])
+def test_what_the_architectures_do_not_implement_is_refused(arch: str, change: dict, message: str) -> None:
+    """A config.json key of a newer architecture that run does not honour, one line naming it."""
+    _, _, _, _, written = built(f"hf_{arch}")
+    folder = TMP / "llama_refused"
+    write_hf_folder(folder, written, arch, "F32", 1, gpt2_files(), **change)
+    r = subprocess.run([PYTHON, str(REPO / "export" / "export.py"), str(folder), str(beside(folder))],
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and message in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert not beside(folder).exists()
+
+
 def test_sliding_window_refused_for_mistral_only_when_it_bites() -> None:
     _, _, _, _, written = built("hf_llama_gqa")
     folder = TMP / "llama_mistral"

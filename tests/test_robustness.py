@@ -143,7 +143,7 @@ def variants(base: bytes) -> list[tuple[str, bytes]]:
         out.append((f"layers_offset = {v}", patched(base, "<Q", 152, v)))
     for layer in range(struct.unpack_from("<I", base, 12)[0]):
         row = layers + 32 * layer
-        for v in ((1 << 24) + 1, 0xFFFFFFFF):  # any window up to 1 << 24 positions is one
+        for v in (33, (1 << 24) + 1, 0xFFFFFFFF):  # any window up to the context (32 positions) is one
             out.append((f"layer {layer} window {v}", patched(base, "<I", row, v)))
         for v in (0, 1, 2, 0xFFFFFFFF):  # a row that turns rotary off keeps its base, and on is refused
             out.append((f"layer {layer} rotary {v}", patched(base, "<I", row + 4, v)))  # without rotary positions
@@ -345,6 +345,20 @@ def test_earlier_versions_load_and_give_the_same_bytes(kind: str, version: int) 
         gen = subprocess.run([str(RUN), str(path), "-i", "And", "-n", "40", "-s", "3"], capture_output=True)
         outs.append((logits.read_bytes(), gen.stdout))
     assert outs[0] == outs[1]
+
+
+def test_a_window_longer_than_the_context_is_one_line(tmp_path) -> None:
+    """A layer whose window is longer than the file's context (a Gemma file cut short) is refused
+    naming the layer, the window and the context; the exporters write such a window as 0, the
+    whole context, which is what it sees anyway."""
+    base = valid_file("switches").read_bytes()
+    layers = struct.unpack_from("<Q", base, 152)[0]
+    path = tmp_path / "window.bin"
+    path.write_bytes(patched(base, "<I", layers, 40))
+    r = subprocess.run([str(RUN), str(path), "-i", "And", "-n", "2"], capture_output=True, timeout=10)
+    lines = r.stderr.decode().splitlines()
+    assert r.returncode == 1 and len(lines) == 1, lines
+    assert "layer 0's window of 40 positions is longer than the context of 32" in lines[0], lines
 
 
 def test_a_tokenizer_only_file_has_no_head_size_or_layer_table(tmp_path) -> None:
