@@ -260,7 +260,7 @@ static int json_message(JsonReader *r, size_t i, ChatMessage *m) {
     for (int k = 0; k < ROLES; k++)
         if (strlen(role_names[k]) == role_len && memcmp(role, role_names[k], role_len) == 0) m->role = k;
     if (m->role < 0) {
-        char shown[4 * 40 + 1]; /* the role as text on one line: control bytes escaped, at most 40 bytes */
+        char shown[4 * 40 + 1] = ""; /* the role as text on one line: control bytes escaped, at most 40 bytes */
         size_t k = 0;
         for (size_t j = 0; j < role_len && j < 40; j++)
             k += (size_t)(role[j] < 0x20 || role[j] == 0x7F ? snprintf(shown + k, 5, "\\x%02x", role[j])

@@ -290,6 +290,7 @@ def one_line_error(r: subprocess.CompletedProcess, *words: str) -> None:
     (b'{"role": "user"}', ["JSON array", "line 1, column 1"]),
     (b'[{"role": "user", "content": "hi"', ["expected ',' or '}'"]),
     (b'[{"role": "tool", "content": "x"}]', ["message 1", "role 'tool'"]),
+    (b'[{"role": "user", "content": "x"}, {"role": "", "content": "y"}]', ["message 2 has the role '' (run knows"]),
     (b'[{"role": "user", "content": ["a"]}]', ["message 1", "\"content\" that is an array"]),
     (b'[{"role": "user", "content": 3}]', ["a number, not a string"]),
     (b'[{"role": "user"}]', ["message 1 has no \"content\""]),
