@@ -44,7 +44,7 @@
 typedef struct { const uint8_t *s; size_t n; } Text;
 
 enum { PLACE_NONE, PLACE_TURN, PLACE_FIRST_USER, PLACE_LAST_USER };        /* chat.system.place */
-enum { CONTENT_KEEP, CONTENT_STRIP, CONTENT_LSTRIP, CONTENT_RSTRIP };       /* chat.ROLE.content */
+enum { CONTENT_KEEP, CONTENT_STRIP, CONTENT_LSTRIP, CONTENT_RSTRIP, CONTENT_LSTRIP_NEWLINES }; /* chat.ROLE.content */
 enum { SPACES_BYTE_LEVEL, SPACES_EVERY, SPACES_FIRST, SPACES_ALWAYS, SPACES_NEVER }; /* chat.spaces */
 enum { RULE_ALTERNATE = 1, RULE_USER_FIRST = 2, RULE_NO_SYSTEM = 4, RULE_NO_LATER_SYSTEM = 8 }; /* chat.rules */
 
@@ -55,14 +55,51 @@ typedef struct {
     int owned;           /* text is allocated here (chat.tokens spells it) */
 } ChatToken;
 
+/* What a template option's value may change: the table's strings and its contents' transforms. */
 typedef struct {
-    int present;                 /* the file has a chat template */
-    Text refusal;                /* why it cannot be used, or empty */
-    Text begin, end, generation, date;
+    Text begin, end, generation;
     Text prefix[ROLES], suffix[ROLES];
     int content[ROLES];
     Text system_begin, system_end, fold_prefix, fold_suffix;
+    Text think_open, think_close;  /* chat.reasoning's block around an assistant's reasoning */
+} ChatStrings;
+
+#define CHAT_OPTIONS 2 /* the boolean options of a template (chat.option.NAME) */
+#define CHAT_FLAGS 8   /* the texts of a system message that set an option (chat.system.flags) */
+
+typedef struct {
+    Text name;
+    int value;        /* its default */
+} ChatOption;
+
+typedef struct {      /* chat.when.NAME.VALUE.KEY: KEY's text when option NAME is VALUE */
+    int option, value;
+    Text key, text;
+} ChatOverride;
+
+typedef struct {      /* a system message holding text sets option `option` to `value` */
+    Text text;
+    int option, value;
+} ChatFlag;
+
+typedef struct {
+    int present;                 /* the file has a chat template */
+    Text refusal;                /* why it cannot be used, or empty */
+    ChatStrings s;               /* at the options' defaults */
+    Text date;
+    ChatOption options[CHAT_OPTIONS];
+    int n_options;
+    ChatOverride *overrides;     /* (n_overrides) */
+    int n_overrides;
+    ChatFlag flags[CHAT_FLAGS];  /* in the template's order: the first found wins */
+    int n_flags;
+    Text refuse;                 /* texts a system message may not hold, space-separated */
+    Text think_tags;             /* "OPEN CLOSE": the tags around a model's reasoning, or empty */
     int place, rules, spaces;
+    int fold_outside;            /* a system message folded into the first user turn stays out of
+                                    its content's transform (Gemma 3), else goes in (Llama 2) */
+    int empty_as_none;           /* a system message that comes out empty prints as none (SmolLM3) */
+    int reasoning;               /* Qwen3's rule for an assistant's reasoning (chat.reasoning) */
     ChatToken *tokens;           /* (n_tokens) longest text first */
     int n_tokens;
 } ChatTable;
@@ -132,56 +169,151 @@ static int table_tokens(ChatTable *c, Text v, const Tokenizer *tok, Error *e) {
 
 static void free_chat_table(ChatTable *c);
 
+/* One key of the table's strings and transforms (KEY of chat.KEY, or of chat.when.NAME.VALUE.KEY)
+ * into s: 1 when it is one of them, 0 when not, -1 with the error. */
+static int strings_key(ChatStrings *s, Text k, Text v, int *seen, Error *e) {
+    static const char *const contents[] = {"keep", "strip", "lstrip", "rstrip", "lstrip-newlines", NULL};
+    struct { const char *name; Text *to; } strings[] = {
+        {"begin", &s->begin}, {"end", &s->end}, {"generation", &s->generation},
+        {"system.begin", &s->system_begin}, {"system.end", &s->system_end},
+        {"system.fold-prefix", &s->fold_prefix}, {"system.fold-suffix", &s->fold_suffix},
+        {"user.prefix", &s->prefix[ROLE_USER]}, {"user.suffix", &s->suffix[ROLE_USER]},
+        {"assistant.prefix", &s->prefix[ROLE_ASSISTANT]}, {"assistant.suffix", &s->suffix[ROLE_ASSISTANT]},
+        {"system.prefix", &s->prefix[ROLE_SYSTEM]}, {"system.suffix", &s->suffix[ROLE_SYSTEM]},
+        {"think.open", &s->think_open}, {"think.close", &s->think_close}};
+    for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++)
+        if (text_is(k, strings[i].name)) {
+            *strings[i].to = v;
+            if (seen) *seen |= 1 << i;
+            return 1;
+        }
+    static const char *const roles[ROLES] = {"system.content", "user.content", "assistant.content"};
+    for (int r = 0; r < ROLES; r++)
+        if (text_is(k, roles[r])) return table_choice(v, "chat.ROLE.content", contents, &s->content[r], e) ? 1 : -1;
+    return 0;
+}
+
+/* k with its first `skip` bytes and the next part up to a dot taken off: *part gets that part. */
+static Text key_part(Text k, size_t skip, Text *part) {
+    size_t i = skip;
+    while (i < k.n && k.s[i] != '.') i++;
+    *part = (Text){k.s + skip, i - skip};
+    return i < k.n ? (Text){k.s + i + 1, k.n - i - 1} : (Text){k.s + k.n, 0};
+}
+
+static int text_equal(Text a, Text b) { return a.n == b.n && memcmp(a.s, b.s, a.n) == 0; }
+
+/* "true" or "false" (*value), else the error naming the key. */
+static int table_bool(Text v, const char *key, int *value, Error *e) {
+    static const char *const bools[] = {"false", "true", NULL};
+    return table_choice(v, key, bools, value, e);
+}
+
+/* chat.system.flags: "TEXT=NAME.VALUE" separated by spaces, each NAME one of the options. */
+static int table_flags(ChatTable *c, Text v, Error *e) {
+    for (size_t at = 0; at < v.n;) {
+        size_t end = at, eq = 0;
+        while (end < v.n && v.s[end] != ' ') end++;
+        for (size_t i = at; i < end && !eq; i++) if (v.s[i] == '=') eq = i;
+        Text setting = {v.s + eq + 1, eq ? end - eq - 1 : 0}, name, value;
+        Text rest = key_part(setting, 0, &name);
+        value = rest;
+        int option = -1, b = 0;
+        for (int o = 0; o < c->n_options; o++) if (text_equal(c->options[o].name, name)) option = o;
+        if (!eq || eq == at || option < 0 || c->n_flags == CHAT_FLAGS || !table_bool(value, "chat.system.flags", &b, e))
+            return fail(e, "model file: metadata chat.system.flags has a bad entry '%.*s'" HINT, (int)(end - at < 60 ? end - at : 60),
+                        (const char *)v.s + at);
+        c->flags[c->n_flags++] = (ChatFlag){{v.s + at, eq - at}, option, b};
+        at = end + 1;
+    }
+    return 1;
+}
+
 /* The chat table of a file's metadata (present = 0 when it has none); 0 with the error, the table
  * then empty. */
 static int chat_table(ChatTable *table, const ModelFile *f, const Tokenizer *tok, Error *e) {
     static const char *const places[] = {"none", "turn", "first-user", "last-user", NULL};
-    static const char *const contents[] = {"keep", "strip", "lstrip", "rstrip", NULL};
     static const char *const spaces[] = {"byte-level", "every", "first", "always", "never", NULL};
+    static const char *const folds[] = {"inside", "outside", NULL};
     ChatTable c = {0};
-    Text tokens = {0};
-    int ok = 1;
-    int seen = 0;
+    Text tokens = {0}, flags = {0};
+    int ok = 1, seen = 0;
+    size_t overrides_cap = 0;
     uint64_t at = 4;
+    /* the options first (chat.option.NAME), as the keys that depend on them name them */
+    for (uint32_t i = 0; ok && i < f->n_metadata; i++) {
+        MetadataEntry entry = metadata_next(f, &at);
+        Text v = {entry.value, entry.value_len}, k = {entry.key, entry.key_len}, name;
+        if (k.n < 12 || memcmp(k.s, "chat.option.", 12) != 0) continue;
+        key_part(k, 12, &name);
+        if (c.n_options == CHAT_OPTIONS || name.n == 0 || name.n != k.n - 12)
+            ok = fail(e, "model file: metadata %.*s: a chat template has at most %d options, each a name" HINT,
+                      (int)k.n, (const char *)k.s, CHAT_OPTIONS);
+        else
+            ok = table_bool(v, "chat.option", &c.options[c.n_options].value, e), c.options[c.n_options++].name = name;
+    }
+    at = 4;
     for (uint32_t i = 0; ok && i < f->n_metadata; i++) {
         MetadataEntry entry = metadata_next(f, &at);
         Text v = {entry.value, entry.value_len}, k = {entry.key, entry.key_len};
-        if (entry.key_len < 5 || memcmp(entry.key, "chat.", 5) != 0) continue;
+        if (k.n < 5 || memcmp(k.s, "chat.", 5) != 0) continue;
         c.present = 1;
-        struct { const char *name; Text *to; } strings[] = {
-            {"chat.refusal", &c.refusal}, {"chat.begin", &c.begin}, {"chat.end", &c.end}, {"chat.generation", &c.generation},
-            {"chat.date", &c.date}, {"chat.system.begin", &c.system_begin}, {"chat.system.end", &c.system_end},
-            {"chat.system.fold-prefix", &c.fold_prefix}, {"chat.system.fold-suffix", &c.fold_suffix},
-            {"chat.user.prefix", &c.prefix[ROLE_USER]}, {"chat.user.suffix", &c.suffix[ROLE_USER]},
-            {"chat.assistant.prefix", &c.prefix[ROLE_ASSISTANT]}, {"chat.assistant.suffix", &c.suffix[ROLE_ASSISTANT]},
-            {"chat.system.prefix", &c.prefix[ROLE_SYSTEM]}, {"chat.system.suffix", &c.suffix[ROLE_SYSTEM]},
-            {"chat.tokens", &tokens}};
-        for (size_t s = 0; s < sizeof strings / sizeof strings[0]; s++)
-            if (text_is(k, strings[s].name)) { *strings[s].to = v; seen |= s == 1 || s == 9 || s == 11 ? 1 << s : 0; }
-        if (text_is(k, "chat.system.place")) ok = table_choice(v, "chat.system.place", places, &c.place, e);
-        if (text_is(k, "chat.user.content"))
-            ok = table_choice(v, "chat.user.content", contents, &c.content[ROLE_USER], e);
-        if (text_is(k, "chat.assistant.content"))
-            ok = table_choice(v, "chat.assistant.content", contents, &c.content[ROLE_ASSISTANT], e);
-        if (text_is(k, "chat.system.content"))
-            ok = table_choice(v, "chat.system.content", contents, &c.content[ROLE_SYSTEM], e);
-        if (text_is(k, "chat.spaces")) ok = table_choice(v, "chat.spaces", spaces, &c.spaces, e);
-        if (text_is(k, "chat.rules")) {
+        Text key = {k.s + 5, k.n - 5};
+        int found = strings_key(&c.s, key, v, &seen, e);
+        if (found) { ok = found > 0; continue; }
+        if (text_is(key, "refusal")) c.refusal = v;
+        else if (text_is(key, "date")) c.date = v;
+        else if (text_is(key, "tokens")) tokens = v;
+        else if (text_is(key, "system.flags")) flags = v;
+        else if (text_is(key, "system.refuse")) c.refuse = v;
+        else if (text_is(key, "think.tags")) c.think_tags = v;
+        else if (text_is(key, "system.place")) ok = table_choice(v, "chat.system.place", places, &c.place, e);
+        else if (text_is(key, "system.fold")) ok = table_choice(v, "chat.system.fold", folds, &c.fold_outside, e);
+        else if (text_is(key, "system.empty")) {
+            static const char *const empties[] = {"none", NULL};
+            int none = 0;
+            ok = table_choice(v, "chat.system.empty", empties, &none, e);
+            c.empty_as_none = 1;
+        } else if (text_is(key, "reasoning")) {
+            static const char *const rules[] = {"after-last-user", NULL};
+            int rule = 0;
+            ok = table_choice(v, "chat.reasoning", rules, &rule, e);
+            c.reasoning = 1;
+        } else if (text_is(key, "spaces")) ok = table_choice(v, "chat.spaces", spaces, &c.spaces, e);
+        else if (key.n > 5 && memcmp(key.s, "when.", 5) == 0) { /* chat.when.NAME.VALUE.KEY */
+            Text name, value, rest = key_part(key, 5, &name);
+            rest = key_part(rest, 0, &value);
+            int option = -1, b = 0;
+            for (int o = 0; o < c.n_options; o++) if (text_equal(c.options[o].name, name)) option = o;
+            ChatStrings probe = {0};
+            if (option < 0 || !table_bool(value, "chat.when", &b, e) || strings_key(&probe, rest, v, NULL, e) != 1) {
+                ok = fail(e, "model file: metadata %.*s names no option, value and key of the table" HINT,
+                          (int)(k.n < 80 ? k.n : 80), (const char *)k.s);
+            } else if (grow((void **)&c.overrides, &overrides_cap, (size_t)c.n_overrides + 1, sizeof *c.overrides,
+                            "the chat table", e)) {
+                c.overrides[c.n_overrides++] = (ChatOverride){option, b, rest, v};
+            } else {
+                ok = 0;
+            }
+        } else if (text_is(key, "rules")) {
             static const char *const rules[] = {"alternate", "user-first", "no-system", "no-later-system", NULL};
-            for (size_t s = 0, rule; ok && s < v.n;) {
-                size_t end = s;
+            for (size_t s0 = 0; ok && s0 < v.n;) {
+                size_t end = s0;
                 while (end < v.n && v.s[end] != ' ') end++;
                 int choice = 0;
-                ok = table_choice((Text){v.s + s, end - s}, "chat.rules", rules, &choice, e);
-                rule = (size_t)choice;
-                if (ok) c.rules |= 1 << rule;
-                s = end + 1;
+                ok = table_choice((Text){v.s + s0, end - s0}, "chat.rules", rules, &choice, e);
+                if (ok) c.rules |= 1 << choice;
+                s0 = end + 1;
             }
         }
     }
-    if (ok && c.present && !c.refusal.n && seen != ((1 << 1) | (1 << 9) | (1 << 11)))
+    const int needed = (1 << 0) | (1 << 7) | (1 << 9); /* begin, user.prefix, assistant.prefix */
+    if (ok && c.present && !c.refusal.n && (seen & needed) != needed)
         ok = fail(e, "model file: the chat table lacks chat.begin, chat.user.prefix or chat.assistant.prefix" HINT);
+    if (ok && c.reasoning && (c.think_tags.n < 3 || !memchr(c.think_tags.s, ' ', c.think_tags.n)))
+        ok = fail(e, "model file: the chat table's reasoning has no chat.think.tags" HINT);
     if (ok && c.date.n > 64) ok = fail(e, "model file: metadata chat.date is %zu bytes long, more than 64", c.date.n);
+    if (ok && flags.n) ok = table_flags(&c, flags, e);
     if (ok && tokens.n) ok = table_tokens(&c, tokens, tok, e);
     if (ok && (c.spaces == SPACES_BYTE_LEVEL) != !(tok->flags & TOK_SENTENCEPIECE) && c.present && !c.refusal.n)
         ok = fail(e, "model file: metadata chat.spaces does not fit its tokenizer" HINT);
@@ -190,9 +322,17 @@ static int chat_table(ChatTable *table, const ModelFile *f, const Tokenizer *tok
     return ok;
 }
 
+/* The index of a template option by name, or -1. */
+static int chat_option(const ChatTable *c, const char *name) {
+    for (int o = 0; o < c->n_options; o++)
+        if (c->options[o].name.n == strlen(name) && memcmp(c->options[o].name.s, name, strlen(name)) == 0) return o;
+    return -1;
+}
+
 static void free_chat_table(ChatTable *c) {
     for (int i = 0; i < c->n_tokens; i++) if (c->tokens[i].owned) free((void *)c->tokens[i].text.s);
     free(c->tokens);
+    free(c->overrides);
     memset(c, 0, sizeof *c);
 }
 
@@ -252,6 +392,8 @@ static size_t last_char(const uint8_t *s, size_t n) {
 
 static void buffer_content(Buffer *b, const uint8_t *s, size_t n, int how) {
     size_t len;
+    if (how == CONTENT_LSTRIP_NEWLINES) /* Python's str.lstrip("\n") */
+        while (n > 0 && s[0] == '\n') s++, n--;
     if (how == CONTENT_STRIP || how == CONTENT_LSTRIP)
         while (n > 0 && python_space(code_point(s, n, &len))) s += len, n -= len;
     if (how == CONTENT_STRIP || how == CONTENT_RSTRIP)
@@ -263,12 +405,35 @@ static void buffer_content(Buffer *b, const uint8_t *s, size_t n, int how) {
     buffer_add(b, s, n);
 }
 
+/* Where needle first occurs in s[0..n), or -1. */
+static long find_text(const uint8_t *s, size_t n, const uint8_t *needle, size_t len) {
+    if (len == 0) return 0;
+    for (size_t i = 0; i + len <= n; i++)
+        if (s[i] == needle[0] && memcmp(s + i, needle, len) == 0) return (long)i;
+    return -1;
+}
+
+/* Where needle last occurs in s[0..n), or -1. */
+static long find_last(const uint8_t *s, size_t n, const uint8_t *needle, size_t len) {
+    for (size_t i = n >= len ? n - len + 1 : 0; i-- > 0;)
+        if (s[i] == needle[0] && memcmp(s + i, needle, len) == 0) return (long)i;
+    return -1;
+}
+
 /* A conversation the table's rules refuse, said in one line (index i from 1 for the messages). */
 static int chat_check(const ChatTable *c, const ChatMessage *m, size_t n, Error *e) {
     if (n == 0) return fail(e, "the conversation has no messages");
     size_t first = m[0].role == ROLE_SYSTEM;
     if (first && (c->rules & RULE_NO_SYSTEM))
         return fail(e, "this model's chat template drops or refuses system messages: leave it out");
+    for (size_t at = 0; first && at < c->refuse.n;) { /* texts that make the template print what the table cannot */
+        size_t end = at;
+        while (end < c->refuse.n && c->refuse.s[end] != ' ') end++;
+        if (find_text(m[0].content, m[0].len, c->refuse.s + at, end - at) >= 0)
+            return fail(e, "the system message holds '%.*s', which this model's chat template treats in a way run does "
+                        "not render", (int)(end - at), (const char *)c->refuse.s + at);
+        at = end + 1;
+    }
     for (size_t i = first; i < n; i++) {
         if (m[i].role == ROLE_SYSTEM && (c->rules & (RULE_NO_LATER_SYSTEM | RULE_NO_SYSTEM)))
             return fail(e, "message %zu is a system message: this model's chat template takes one only at the start",
@@ -284,8 +449,74 @@ static int chat_check(const ChatTable *c, const ChatMessage *m, size_t n, Error 
     return 1;
 }
 
-/* The conversation rendered as its template renders it (export/chat_template.py's table_render). */
-static int chat_render(const ChatTable *c, const ChatMessage *m, size_t n, int generation, Buffer *out, Error *e) {
+/* The table's strings for these option values (-1: the default): its overrides over the defaults. */
+static ChatStrings chat_strings(const ChatTable *c, const int *values) {
+    ChatStrings s = c->s;
+    for (int i = 0; i < c->n_overrides; i++) {
+        const ChatOverride *o = &c->overrides[i];
+        if (o->value == values[o->option] && o->value != c->options[o->option].value)
+            strings_key(&s, o->key, o->text, NULL, NULL);
+    }
+    return s;
+}
+
+/* The index of the last user message that is not a tool's response (Qwen3's last_query_index), or
+ * the last message's when there is none. */
+static size_t last_query(const ChatMessage *m, size_t n) {
+    static const char open[] = "<tool_response>", close[] = "</tool_response>";
+    for (size_t i = n; i-- > 0;)
+        if (m[i].role == ROLE_USER && !(m[i].len >= sizeof open - 1 && memcmp(m[i].content, open, sizeof open - 1) == 0 &&
+                                        m[i].len >= sizeof close - 1 &&
+                                        memcmp(m[i].content + m[i].len - (sizeof close - 1), close, sizeof close - 1) == 0))
+            return i;
+    return n ? n - 1 : 0;
+}
+
+/* Python's s.strip("\n") / lstrip / rstrip of a Text. */
+static Text trim_newlines(Text t, int left, int right) {
+    while (left && t.n && t.s[0] == '\n') t.s++, t.n--;
+    while (right && t.n && t.s[t.n - 1] == '\n') t.n--;
+    return t;
+}
+
+/* An assistant message by Qwen3's rule (chat.reasoning, export/chat_template.py's assistant_text):
+ * its reasoning (reasoning_content, else what its content holds before the first closing tag,
+ * after the last opening one) in a think block when it comes after the last user message and is
+ * the last turn or has reasoning; else its content without the reasoning. */
+static void buffer_assistant(Buffer *out, const ChatTable *c, const ChatStrings *s, const ChatMessage *m, int after_query,
+                             int last, const char *date) {
+    Text content = {m->content, m->len}, reasoning = {m->reasoning, m->reasoning_len};
+    size_t space = (size_t)((const uint8_t *)memchr(c->think_tags.s, ' ', c->think_tags.n) - c->think_tags.s);
+    Text open = {c->think_tags.s, space}, close = {c->think_tags.s + space + 1, c->think_tags.n - space - 1};
+    if (!m->reasoning) {
+        reasoning = (Text){(const uint8_t *)"", 0};
+        long first_close = find_text(content.s, content.n, close.s, close.n);
+        if (first_close >= 0) {
+            Text before = trim_newlines((Text){content.s, (size_t)first_close}, 0, 1);
+            long last_open = find_last(before.s, before.n, open.s, open.n);
+            if (last_open >= 0) before = (Text){before.s + last_open + open.n, before.n - (size_t)last_open - open.n};
+            reasoning = trim_newlines(before, 1, 0);
+            long last_close = find_last(content.s, content.n, close.s, close.n);
+            content = trim_newlines((Text){content.s + last_close + close.n, content.n - (size_t)last_close - close.n}, 1, 0);
+        }
+    }
+    if (after_query && (last || reasoning.n)) {
+        buffer_table(out, s->think_open, date);
+        Text r = trim_newlines(reasoning, 1, 1);
+        buffer_add(out, r.s, r.n);
+        buffer_table(out, s->think_close, date);
+        content = trim_newlines(content, 1, 0);
+        buffer_add(out, content.s, content.n);
+        return;
+    }
+    buffer_content(out, content.s, content.n, s->content[ROLE_ASSISTANT]);
+}
+
+/* The conversation rendered as its template renders it with these option values (options: one a
+ * template option, -1 for its default; NULL: every default), export/chat_template.py's
+ * table_render. */
+static int chat_render(const ChatTable *c, const ChatMessage *m, size_t n, int generation, const int *options,
+                       Buffer *out, Error *e) {
     char date[256] = "";
     if (c->date.n) {
         char format[80];
@@ -296,36 +527,72 @@ static int chat_render(const ChatTable *c, const ChatMessage *m, size_t n, int g
         if (!localtime_r(&now, &local) || strftime(date, sizeof date, format, &local) == 0)
             return fail(e, "cannot print today's date in the chat template's format '%s'", format);
     }
+    int values[CHAT_OPTIONS];
+    for (int o = 0; o < c->n_options; o++) values[o] = options && options[o] >= 0 ? options[o] : c->options[o].value;
     out->n = 0;
     size_t first = n && m[0].role == ROLE_SYSTEM, fold = (size_t)-1;
-    if (first && c->place == PLACE_FIRST_USER && n > 1 && m[1].role == ROLE_USER) fold = 1;
-    if (first && c->place == PLACE_LAST_USER && n > 1 && m[n - 1].role == ROLE_USER) fold = n - 1;
-    if (first && c->place == PLACE_TURN) {
-        buffer_table(out, c->system_begin, date);
-        buffer_content(out, m[0].content, m[0].len, c->content[ROLE_SYSTEM]);
-        buffer_table(out, c->system_end, date);
-    } else {
-        buffer_table(out, c->begin, date);
+    Buffer system = {0}, folded = {0};
+    if (first) { /* the system message's flags set options (the first found), and leave its text */
+        for (int k = 0; k < c->n_flags; k++)
+            if (find_text(m[0].content, m[0].len, c->flags[k].text.s, c->flags[k].text.n) >= 0) {
+                values[c->flags[k].option] = c->flags[k].value;
+                break;
+            }
+        buffer_add(&system, m[0].content, m[0].len);
+        for (int k = 0; k < c->n_flags; k++) { /* every flag out, in turn, as str.replace */
+            Text flag = c->flags[k].text;
+            size_t w = 0;
+            for (size_t r = 0; r < system.n;)
+                if (r + flag.n <= system.n && memcmp(system.s + r, flag.s, flag.n) == 0) r += flag.n;
+                else system.s[w++] = system.s[r++];
+            system.n = w;
+        }
     }
-    Buffer folded = {0};
+    ChatStrings s = chat_strings(c, values);
+    int shown = (int)first; /* the system message prints: a template may print one that comes out empty as none */
+    if (first && c->place == PLACE_TURN && c->empty_as_none) {
+        Buffer probe = {0};
+        buffer_content(&probe, system.s ? system.s : (const uint8_t *)"", system.n, s.content[ROLE_SYSTEM]);
+        if (!probe.failed && probe.n == 0) shown = 0;
+        free(probe.s);
+    }
+    if (shown && c->place == PLACE_FIRST_USER && n > 1 && m[1].role == ROLE_USER) fold = 1;
+    if (shown && c->place == PLACE_LAST_USER && n > 1 && m[n - 1].role == ROLE_USER) fold = n - 1;
+    if (shown && c->place == PLACE_TURN) {
+        buffer_table(out, s.system_begin, date);
+        buffer_content(out, system.s ? system.s : (const uint8_t *)"", system.n, s.content[ROLE_SYSTEM]);
+        buffer_table(out, s.system_end, date);
+    } else {
+        buffer_table(out, s.begin, date);
+    }
+    size_t query = last_query(m, n);
     for (size_t i = first; i < n; i++) {
         const uint8_t *content = m[i].content;
         size_t len = m[i].len;
-        if (i == fold) { /* the system message inside this user turn, transformed with it */
+        buffer_table(out, s.prefix[m[i].role], date);
+        if (m[i].role == ROLE_ASSISTANT && c->reasoning) {
+            buffer_assistant(out, c, &s, &m[i], i > query, i == n - 1, date);
+        } else if (i == fold && c->fold_outside) { /* the system message before this user turn's transformed content */
+            buffer_table(out, s.fold_prefix, date);
+            buffer_add(out, system.s ? system.s : (const uint8_t *)"", system.n);
+            buffer_table(out, s.fold_suffix, date);
+            buffer_content(out, content, len, s.content[m[i].role]);
+        } else if (i == fold) { /* the system message inside this user turn, transformed with it */
             folded.n = 0;
-            buffer_table(&folded, c->fold_prefix, date);
-            buffer_add(&folded, m[0].content, m[0].len);
-            buffer_table(&folded, c->fold_suffix, date);
+            buffer_table(&folded, s.fold_prefix, date);
+            buffer_add(&folded, system.s ? system.s : (const uint8_t *)"", system.n);
+            buffer_table(&folded, s.fold_suffix, date);
             buffer_add(&folded, content, len);
-            content = folded.s, len = folded.n;
+            buffer_content(out, folded.s ? folded.s : (const uint8_t *)"", folded.n, s.content[m[i].role]);
+        } else {
+            buffer_content(out, content, len, s.content[m[i].role]);
         }
-        buffer_table(out, c->prefix[m[i].role], date);
-        buffer_content(out, content, len, c->content[m[i].role]);
-        buffer_table(out, c->suffix[m[i].role], date);
+        buffer_table(out, s.suffix[m[i].role], date);
     }
-    buffer_table(out, generation ? c->generation : c->end, date);
-    int failed = folded.failed || out->failed;
+    buffer_table(out, generation ? s.generation : s.end, date);
+    int failed = folded.failed || system.failed || out->failed;
     free(folded.s);
+    free(system.s);
     return failed ? fail(e, "out of memory for the conversation") : 1;
 }
 
@@ -397,12 +664,97 @@ static uint32_t *chat_encode(const ChatTable *c, Tokenizer *tok, const uint8_t *
 
 /* The conversation's tokens as the model is fed them (generation prompt included or not), or
  * NULL with the error. */
-static uint32_t *chat_ids(const ChatTable *c, Tokenizer *tok, const ChatMessage *m, size_t n, int generation, long *count,
-                          Error *e) {
+static uint32_t *chat_ids(const ChatTable *c, Tokenizer *tok, const ChatMessage *m, size_t n, int generation,
+                          const int *options, long *count, Error *e) {
     Buffer text = {0};
-    uint32_t *ids = chat_render(c, m, n, generation, &text, e) ? chat_encode(c, tok, text.s, text.n, count, e) : NULL;
+    uint32_t *ids = chat_render(c, m, n, generation, options, &text, e) ? chat_encode(c, tok, text.s, text.n, count, e)
+                                                                        : NULL;
     free(text.s);
     return ids;
+}
+
+/* ---- reasoning apart ------------------------------------------------------------------------ */
+
+/* A reply's reasoning apart from its answer, as its text comes: what lies between the
+ * template's think tags goes to `reasoning`, the rest to `answer`; the tags themselves, and the
+ * newlines right after the closing one, to neither. A template without think tags: all answer.
+ * The conversation keeps the whole reply (chat_reply), as the template reads it next turn. */
+typedef struct ThinkSplit {
+    Text open, close;     /* the tags; empty: nothing is kept apart */
+    int inside;           /* within the reasoning */
+    int after_close;      /* newlines right after the closing tag are dropped */
+    uint8_t held[64];     /* the start of what may be a tag, until the next text says */
+    size_t n_held;
+    int (*answer)(struct ThinkSplit *split, const uint8_t *bytes, size_t n); /* 0: the reader is gone */
+    void (*reasoning)(struct ThinkSplit *split, const uint8_t *bytes, size_t n);
+    void (*reasoning_ends)(struct ThinkSplit *split); /* at a closing tag, or the reply's end; or NULL */
+    void *context;
+} ThinkSplit;
+
+static ThinkSplit think_split(const ChatTable *t, int (*answer)(ThinkSplit *, const uint8_t *, size_t),
+                              void (*reasoning)(ThinkSplit *, const uint8_t *, size_t),
+                              void (*reasoning_ends)(ThinkSplit *), void *context) {
+    ThinkSplit split = {.answer = answer, .reasoning = reasoning, .reasoning_ends = reasoning_ends,
+                        .context = context};
+    const uint8_t *space = t && t->think_tags.n ? memchr(t->think_tags.s, ' ', t->think_tags.n) : NULL;
+    if (space) {
+        split.open = (Text){t->think_tags.s, (size_t)(space - t->think_tags.s)};
+        split.close = (Text){space + 1, t->think_tags.n - split.open.n - 1};
+    }
+    return split;
+}
+
+static int split_out(ThinkSplit *r, const uint8_t *bytes, size_t n) {
+    if (r->inside) {
+        if (n) r->reasoning(r, bytes, n);
+        return 1;
+    }
+    while (r->after_close && n && bytes[0] == '\n') bytes++, n--;
+    if (!n) return 1;
+    r->after_close = 0;
+    return r->answer(r, bytes, n);
+}
+
+/* The reply's next text; 0 when the answer's reader is gone. */
+static int think_split_text(ThinkSplit *r, const uint8_t *bytes, size_t n) {
+    if (!r->open.n) return n ? r->answer(r, bytes, n) : 1;
+    uint8_t buf[4096];
+    while (n) { /* what is held, then the new bytes, scanned for the tag expected next */
+        size_t take = n < sizeof buf - r->n_held ? n : sizeof buf - r->n_held, len = r->n_held + take;
+        memcpy(buf, r->held, r->n_held);
+        memcpy(buf + r->n_held, bytes, take);
+        bytes += take, n -= take;
+        r->n_held = 0;
+        size_t at = 0;
+        while (at < len) {
+            Text tag = r->inside ? r->close : r->open;
+            long found = find_text(buf + at, len - at, tag.s, tag.n);
+            size_t upto = found >= 0 ? at + (size_t)found : len;
+            if (found < 0) { /* hold back a tail that may be a tag's start */
+                for (size_t keep = tag.n - 1 < len - at ? tag.n - 1 : len - at; keep > 0; keep--)
+                    if (memcmp(buf + len - keep, tag.s, keep) == 0 && keep <= sizeof r->held) {
+                        upto = len - keep;
+                        memcpy(r->held, buf + upto, keep);
+                        r->n_held = keep;
+                        break;
+                    }
+            }
+            if (!split_out(r, buf + at, upto - at)) return 0;
+            if (found < 0) break;
+            at = upto + tag.n;
+            if (r->inside && r->reasoning_ends) r->reasoning_ends(r);
+            r->after_close = r->inside;
+            r->inside = !r->inside;
+        }
+    }
+    return 1;
+}
+
+/* The reply ended: a tag's start held back was text after all. */
+static void think_split_finish(ThinkSplit *r) {
+    if (r->n_held) split_out(r, r->held, r->n_held);
+    r->n_held = 0;
+    if (r->inside && r->reasoning_ends) r->reasoning_ends(r);
 }
 
 /* ---- the conversation ---------------------------------------------------------------------- */
@@ -414,6 +766,8 @@ typedef struct {
     ChatMessage *m;
     size_t n, cap;
     int cache;                    /* its key/value cache: sequence `cache` of the decoder's */
+    int options[CHAT_OPTIONS];    /* the template's options (chat_option()), -1: the default; a
+                                     change re-renders, and the cache keeps what still agrees */
     Sequence seq;
     long turns, prompt_tokens, computed, generated;
     double prefill_seconds, decode_seconds;
@@ -428,7 +782,7 @@ typedef struct {
  * a time; conversations kept side by side each have their own), with no turns yet. */
 static void conversation_init(Conversation *c, const Decoder *d, const GenerateOptions *g, const ChatTable *table,
                               int cache) {
-    *c = (Conversation){.d = d, .g = g, .table = table, .cache = cache};
+    *c = (Conversation){.d = d, .g = g, .table = table, .cache = cache, .options = {-1, -1}};
 }
 
 /* Its sequence made ready for replies (the decoder's caches reserved for the whole context),
@@ -474,7 +828,7 @@ static uint32_t *fitting_ids(Conversation *c, Sink *sink, long *count, Error *e)
     long room = c->g->max_new >= 0 && c->g->max_new < c->d->n_ctx / 2 ? c->g->max_new : c->d->n_ctx / 2;
     for (;;) {
         if (!chat_check(c->table, c->m, c->n, e)) return NULL;
-        uint32_t *ids = chat_ids(c->table, c->d->tokenizer, c->m, c->n, 1, count, e);
+        uint32_t *ids = chat_ids(c->table, c->d->tokenizer, c->m, c->n, 1, c->options, count, e);
         if (!ids) return NULL;
         if (*count == 0) {
             free(ids);
@@ -492,29 +846,35 @@ static uint32_t *fitting_ids(Conversation *c, Sink *sink, long *count, Error *e)
         if (c->m[first].role == ROLE_USER && c->n - first > 2 && c->m[first + 1].role == ROLE_ASSISTANT) drop = 2;
         sink_note(sink, "the conversation is %ld tokens, too many for the context of %d with room for a reply: its "
                   "oldest turn was dropped", *count, c->d->n_ctx);
-        for (size_t i = first; i < first + drop; i++) free(c->m[i].content);
+        for (size_t i = first; i < first + drop; i++) free_message(&c->m[i]);
         memmove(c->m + first, c->m + first + drop, (c->n - first - drop) * sizeof *c->m);
         c->n -= drop;
     }
 }
 
+/* Bytes at s[0..n) that do not start a UTF-8 character: how many of them one U+FFFD stands
+ * for (a maximal part of a character, as Hugging Face's decode and Python's errors="replace"
+ * count them). */
+static size_t bad_utf8_span(const uint8_t *s, size_t n) {
+    uint8_t c = s[0];
+    size_t want = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 1, k = 1;
+    while (k < want && k < n) { /* the continuation bytes that still fit a character */
+        uint8_t b = s[k], lo = 0x80, hi = 0xBF;
+        if (k == 1) lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80, hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+        if (b < lo || b > hi) break;
+        k++;
+    }
+    return k;
+}
+
 /* The reply as text for the conversation: bytes that are not UTF-8 (a model may emit half a
- * character) become U+FFFD, one for each maximal part of a character, as Hugging Face's decode
- * and Python's errors="replace" give them. */
+ * character) become U+FFFD, one for each maximal part of a character. */
 static void lossy_utf8(Buffer *out, const uint8_t *s, size_t n) {
     for (size_t i = 0; i < n;) {
         size_t len = utf8_valid(s + i, n - i);
         if (len) { buffer_add(out, s + i, len); i += len; continue; }
         buffer_add(out, (const uint8_t *)"\xEF\xBF\xBD", 3);
-        uint8_t c = s[i];
-        size_t want = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 1, k = 1;
-        while (k < want && i + k < n) { /* the continuation bytes that still fit a character */
-            uint8_t b = s[i + k], lo = 0x80, hi = 0xBF;
-            if (k == 1) lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80, hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
-            if (b < lo || b > hi) break;
-            k++;
-        }
-        i += k;
+        i += bad_utf8_span(s + i, n - i);
     }
 }
 
@@ -595,7 +955,7 @@ static int chat_reply(Conversation *c, Sink *sink, Error *e) {
     free(recorder.reply.s);
     free(text.s);
     if (!ok) { /* the turns dropped to fit it stay dropped; a reply not kept is not half kept */
-        for (size_t i = before; i < c->n; i++) free(c->m[i].content);
+        for (size_t i = before; i < c->n; i++) free_message(&c->m[i]);
         if (c->n > before) c->n = before;
     }
     return ok;
@@ -604,7 +964,7 @@ static int chat_reply(Conversation *c, Sink *sink, Error *e) {
 /* Everything but the system message goes: the conversation starts over. */
 static void conversation_reset(Conversation *c) {
     size_t keep = c->n && c->m[0].role == ROLE_SYSTEM;
-    for (size_t i = keep; i < c->n; i++) free(c->m[i].content);
+    for (size_t i = keep; i < c->n; i++) free_message(&c->m[i]);
     c->n = keep;
 }
 

@@ -24,12 +24,17 @@
 #include "sink.h"
 
 /* --chat's options. */
+#define TEMPLATE_OPTIONS 8
+
 typedef struct {
     const char *system;        /* --system TEXT, or NULL */
     const char *messages_path; /* --messages FILE ("-": stdin), or NULL */
     int tokenize;              /* --tokenize: print the conversation's tokens */
     int generation_prompt;     /* 0: --no-generation-prompt */
     int verbose;               /* --verbose: each turn's timing line */
+    const char *template_options[TEMPLATE_OPTIONS]; /* --template-option KEY=VALUE (--think:
+                                                       enable_thinking=true, --no-think: =false) */
+    int n_template_options;
 } ChatOptions;
 
 enum { TURN_END, TURN_LINE, TURN_INTERRUPTED };
@@ -86,6 +91,7 @@ static const char chat_help[] =
     "  /help          this list\n"
     "  /reset         start the conversation over (the system message stays)\n"
     "  /system TEXT   the system message becomes TEXT (/system alone: none)\n"
+    "  /think, /no_think   reasoning on or off from the next turn (templates with enable_thinking)\n"
     "  /exit          end the session (also Ctrl-D, or Ctrl-C twice)\n"
     "  //TEXT         send /TEXT as a turn\n"
     "Ctrl-C stops a reply; the conversation goes on from what it said.\n";
@@ -95,14 +101,22 @@ static const char chat_help[] =
 static int chat_command(Conversation *c, const Buffer *turn) {
     Text line = {turn->s, turn->n};
     if (text_is(line, "/exit") || text_is(line, "/quit")) return 0;
-    if (text_is(line, "/help")) {
+    int thinking = chat_option(c->table, "enable_thinking");
+    if (text_is(line, "/think") || text_is(line, "/no_think")) {
+        if (thinking < 0) {
+            fprintf(stderr, "this model's chat template has no thinking switch (enable_thinking)\n");
+        } else { /* the conversation is rendered anew from the next turn; the cache keeps what agrees */
+            c->options[thinking] = text_is(line, "/think");
+            fprintf(stderr, "(reasoning %s from the next turn)\n", c->options[thinking] ? "on" : "off");
+        }
+    } else if (text_is(line, "/help")) {
         fputs(chat_help, stderr);
     } else if (text_is(line, "/reset")) {
         conversation_reset(c);
         fprintf(stderr, "(the conversation starts over%s)\n", c->n ? "; the system message stays" : "");
     } else if (text_is(line, "/system") || (line.n > 8 && memcmp(line.s, "/system ", 8) == 0)) {
         if (c->n && c->m[0].role == ROLE_SYSTEM) { /* the old one goes */
-            free(c->m[0].content);
+            free_message(&c->m[0]);
             memmove(c->m, c->m + 1, --c->n * sizeof *c->m);
         }
         if (line.n > 8) { /* the new one goes first */
@@ -125,6 +139,55 @@ static int chat_command(Conversation *c, const Buffer *turn) {
     return 1;
 }
 
+/* A reply's reasoning on the command line (chat.h's ThinkSplit keeps it apart): dimmed on
+ * stdout on a terminal, else on stderr, each reasoning ending its line there, so that stdout
+ * holds the answer alone. */
+typedef struct {
+    Sink *answer;
+    int terminal;   /* stdout is a terminal: the reasoning goes there, dimmed */
+    int line_open;  /* on stderr: reasoning written since its last newline */
+} ReasoningShown;
+
+static void show_reasoning(ThinkSplit *split, const uint8_t *bytes, size_t n) {
+    ReasoningShown *r = split->context;
+    if (r->terminal) {
+        r->answer->text(r->answer, 0, (const uint8_t *)"\033[2m", 4);
+        r->answer->text(r->answer, 0, bytes, n);
+        r->answer->text(r->answer, 0, (const uint8_t *)"\033[0m", 4);
+    } else {
+        fwrite(bytes, 1, n, stderr);
+        fflush(stderr);
+        r->line_open = bytes[n - 1] != '\n';
+    }
+}
+
+static void end_reasoning(ThinkSplit *split) {
+    ReasoningShown *r = split->context;
+    if (r->line_open) fputc('\n', stderr);
+    r->line_open = 0;
+}
+
+static int show_answer(ThinkSplit *split, const uint8_t *bytes, size_t n) {
+    ReasoningShown *r = split->context;
+    return r->answer->text(r->answer, 0, bytes, n);
+}
+
+static int split_text(Sink *sink, int seq, const uint8_t *bytes, size_t n) {
+    (void)seq;
+    return think_split_text(sink->context, bytes, n);
+}
+
+static void split_finish(Sink *sink, int seq, Finish why) {
+    ThinkSplit *split = sink->context;
+    think_split_finish(split);
+    ((ReasoningShown *)split->context)->answer->finish(((ReasoningShown *)split->context)->answer, seq, why);
+}
+
+static void split_note(Sink *sink, const char *message) {
+    ReasoningShown *r = ((ThinkSplit *)sink->context)->context;
+    if (r->answer->note) r->answer->note(r->answer, message);
+}
+
 /* The reply on stdout: its text as it comes, then a newline; how it ended, on stderr. */
 static int reply_text(Sink *sink, int seq, const uint8_t *bytes, size_t n) {
     (void)seq;
@@ -145,7 +208,10 @@ static void reply_note(Sink *sink, const char *message) {
 static int reply_printed(Conversation *c, const ChatOptions *o, Error *e) {
     Output out = {0};
     Sink sink = {.text = reply_text, .finish = reply_finish, .note = reply_note, .context = &out};
-    if (!chat_reply(c, &sink, e)) return 0;
+    ReasoningShown shown = {.answer = &sink, .terminal = isatty(STDOUT_FILENO)};
+    ThinkSplit split = think_split(c->table, show_answer, show_reasoning, end_reasoning, &shown);
+    Sink apart = {.text = split_text, .finish = split_finish, .note = split_note, .context = &split};
+    if (!chat_reply(c, &apart, e)) return 0;
     if (c->reply_finish == FINISH_STOPPED)
         fprintf(stderr, "\nnote: the reply was stopped (Ctrl-C); Ctrl-C again or Ctrl-D ends the session\n");
     else if (c->reply_finish == FINISH_LENGTH)
@@ -174,6 +240,23 @@ static void chat(const Decoder *d, const ModelFile *f, const ChatOptions *o, con
         die("this model's chat template cannot be used: %.*s", (int)table.refusal.n, (const char *)table.refusal.s);
     Conversation c;
     conversation_init(&c, d, g, &table, 0);
+    for (int k = 0; k < o->n_template_options; k++) { /* KEY=VALUE of a boolean option the template takes */
+        const char *kv = o->template_options[k], *eq = strchr(kv, '=');
+        char key[80];
+        snprintf(key, sizeof key, "%.*s", eq ? (int)(eq - kv) : 0, kv);
+        int option = eq ? chat_option(&table, key) : -1;
+        if (option < 0) {
+            char listed[200] = "";
+            for (int i = 0; i < table.n_options; i++)
+                snprintf(listed + strlen(listed), sizeof listed - strlen(listed), "%s%.*s", i ? ", " : "",
+                         (int)table.options[i].name.n, (const char *)table.options[i].name.s);
+            die("--template-option %s: this model's chat template takes %s%s", kv, table.n_options ? "" : "no options",
+                listed);
+        }
+        if (strcmp(eq + 1, "true") && strcmp(eq + 1, "false"))
+            die("--template-option %s: %s takes true or false", kv, key);
+        c.options[option] = strcmp(eq + 1, "true") == 0;
+    }
     if (o->system && !conversation_add(&c, ROLE_SYSTEM, (const uint8_t *)o->system, strlen(o->system), &e))
         die("%s", e.message);
     if (o->messages_path) {
@@ -188,7 +271,7 @@ static void chat(const Decoder *d, const ModelFile *f, const ChatOptions *o, con
     }
     if (o->tokenize) {
         long n;
-        uint32_t *ids = chat_ids(&table, d->tokenizer, c.m, c.n, o->generation_prompt, &n, &e);
+        uint32_t *ids = chat_ids(&table, d->tokenizer, c.m, c.n, o->generation_prompt, c.options, &n, &e);
         if (!ids) die("%s", e.message);
         for (long i = 0; i < n; i++) printf(i ? " %u" : "%u", ids[i]);
         printf("\n");
@@ -227,7 +310,7 @@ static void chat(const Decoder *d, const ModelFile *f, const ChatOptions *o, con
                 }
                 if (len == 0) continue;
                 int ok = conversation_add(&c, ROLE_USER, text, len, &e);
-                if (ok && !(ok = reply_printed(&c, o, &e))) c.n--, free(c.m[c.n].content); /* the turn goes too */
+                if (ok && !(ok = reply_printed(&c, o, &e))) c.n--, free_message(&c.m[c.n]); /* the turn goes too */
                 if (!ok && !terminal) die("%s", e.message);
                 if (!ok) fprintf(stderr, "error: %s\n", e.message); /* on a terminal the session goes on */
             }

@@ -62,6 +62,9 @@ static void usage(FILE *f, int max_block) {
         "      --verbose             with --chat: each reply's speed on stderr, not only the total\n"
         "      --no-generation-prompt  with --chat --messages --tokenize: the tokens without the\n"
         "                            assistant's generation prompt\n"
+        "      --think, --no-think   with --chat: the template's reasoning switch (enable_thinking)\n"
+        "      --template-option KEY=VALUE  with --chat: a boolean option of the template (--info\n"
+        "                            lists them; repeatable)\n"
         "tool modes (one at a time, then exit):\n"
         "      --tokenize            show the prompt's tokens (coloured on a terminal)\n"
         "      --ids                 with --tokenize: only the ids, even on a terminal\n"
@@ -133,7 +136,7 @@ typedef struct {
 enum { OPT_BLOCK = 255, OPT_THREADS = 256, OPT_IGNORE_EOS, OPT_TOKENIZE, OPT_IDS, OPT_PERPLEXITY, OPT_ATTENTION,
        OPT_INFO, OPT_LOGITS, OPT_STOP, OPT_KEEP, OPT_REPEAT_PENALTY, OPT_REPEAT_LAST, OPT_NO_ECHO, OPT_VERSION,
        OPT_SAMPLES, OPT_SPECIAL, OPT_CACHE, OPT_CHAT, OPT_SYSTEM, OPT_MESSAGES, OPT_NO_GENERATION_PROMPT,
-       OPT_VERBOSE };
+       OPT_VERBOSE, OPT_THINK, OPT_NO_THINK, OPT_TEMPLATE_OPTION };
 
 static void set_mode(Options *o, const char *flag) {
     if (o->mode && strcmp(o->mode, flag) != 0) die("%s and %s are two modes: give one at a time", o->mode, flag);
@@ -222,6 +225,15 @@ static void run_option(Options *o, int opt, const char *arg, char **argv, int ma
     case OPT_MESSAGES: o->chat_options.messages_path = arg; break;
     case OPT_NO_GENERATION_PROMPT: o->chat_options.generation_prompt = 0; break;
     case OPT_VERBOSE: o->chat_options.verbose = 1; break;
+    case OPT_THINK:
+    case OPT_NO_THINK:
+    case OPT_TEMPLATE_OPTION: {
+        ChatOptions *c = &o->chat_options;
+        if (c->n_template_options == TEMPLATE_OPTIONS) die("at most %d template options", TEMPLATE_OPTIONS);
+        c->template_options[c->n_template_options++] = opt == OPT_THINK      ? "enable_thinking=true"
+                                                       : opt == OPT_NO_THINK ? "enable_thinking=false" : arg;
+        break;
+    }
     case 'h': usage(stdout, max_block); exit(0);
     case OPT_VERSION:
         printf("run %s (model file format version %u)\n", RUN_VERSION, MODEL_VERSION);
@@ -250,9 +262,10 @@ static void check_combinations(const Options *o) {
     if (o->tokenize && o->ctx > 0) die("--ctx does nothing with --tokenize (it runs no model)");
     if (o->tokenize && o->cache_given) die("--cache does nothing with --tokenize (it runs no model)");
     const ChatOptions *c = &o->chat_options;
-    if (!o->chat && (c->system || c->messages_path || !c->generation_prompt || c->verbose))
+    if (!o->chat && (c->system || c->messages_path || !c->generation_prompt || c->verbose || c->n_template_options))
         die("%s goes with --chat", c->system ? "--system" : c->messages_path ? "--messages" :
-            c->verbose ? "--verbose" : "--no-generation-prompt");
+            c->verbose ? "--verbose" : c->n_template_options ? "--think, --no-think and --template-option" :
+            "--no-generation-prompt");
     if (!o->chat) return;
     if (o->mode && !o->tokenize) die("--chat and %s are two modes: give one at a time", o->mode);
     if (o->tokenize && !c->messages_path) die("--chat --tokenize shows the tokens of a --messages FILE: give one");
@@ -267,7 +280,7 @@ static void check_combinations(const Options *o) {
 static Options parse_options(int argc, char **argv, int max_block) {
     Options o = {.block = max_block, .cache = CACHE_F16, .chat_options = {.generation_prompt = 1},
                  .gen = {.max_new = 256, .samples = 1, .temperature = 1.0, .top_p = 0.9, .keep = -1, .echo = 1,
-                         .repeat_penalty = 1.0, .repeat_last = 64}};
+                         .repeat_penalty = 1.0, .repeat_last = 64},};
     static const struct option options[] = {
         {"prompt", required_argument, 0, 'i'},
         {"prompt-file", required_argument, 0, 'f'},
@@ -299,6 +312,9 @@ static Options parse_options(int argc, char **argv, int max_block) {
         {"messages", required_argument, 0, OPT_MESSAGES},
         {"no-generation-prompt", no_argument, 0, OPT_NO_GENERATION_PROMPT},
         {"verbose", no_argument, 0, OPT_VERBOSE},
+        {"think", no_argument, 0, OPT_THINK},
+        {"no-think", no_argument, 0, OPT_NO_THINK},
+        {"template-option", required_argument, 0, OPT_TEMPLATE_OPTION},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, OPT_VERSION},
         {0, 0, 0, 0},

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "kernels/matmul.h"
 #include "kv_cache.h"
@@ -124,6 +125,21 @@ static void print_metadata(const ModelFile *f) {
     }
 }
 
+/* "chat template options: enable_thinking (default true: --think, --no-think)": the boolean
+ * options --chat --template-option KEY=VALUE takes (the table's chat.option.NAME keys). */
+static void print_template_options(const ModelFile *f) {
+    uint64_t at = 4;
+    int n = 0;
+    for (uint32_t i = 0; i < f->n_metadata; i++) {
+        MetadataEntry e = metadata_next(f, &at);
+        if (e.key_len <= 12 || memcmp(e.key, "chat.option.", 12) != 0) continue;
+        int thinking = e.key_len - 12 == 15 && memcmp(e.key + 12, "enable_thinking", 15) == 0;
+        printf("%s%.*s (default %.*s%s)", n++ ? ", " : "chat template options: ", (int)(e.key_len - 12),
+               (const char *)e.key + 12, (int)e.value_len, (const char *)e.value, thinking ? ": --think, --no-think" : "");
+    }
+    if (n) printf("; --template-option KEY=VALUE\n");
+}
+
 static void print_info(const FileInfo *t, const char *path) {
     const Config *c = t->config;
     const FileHeader *h = t->file->header;
@@ -150,6 +166,7 @@ static void print_info(const FileInfo *t, const char *path) {
     if (t->file->n_metadata) {
         printf("metadata:\n");
         print_metadata(t->file);
+        print_template_options(t->file);
     }
     if (c->n_layer == 0) { printf("tokenizer-only file (no model)\n"); return; }
     printf("n_layer %d, n_head %d, n_embd %d (head_size %d), n_hidden %d, n_ctx %d", c->n_layer,

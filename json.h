@@ -24,6 +24,9 @@ typedef struct {
     int role;          /* ROLE_* */
     uint8_t *content;  /* owned, UTF-8 (may hold NUL bytes: \u0000) */
     size_t len;
+    uint8_t *reasoning; /* owned: an assistant's "reasoning_content" (transformers' templates read it
+                           apart from the content), or NULL */
+    size_t reasoning_len;
 } ChatMessage;
 
 #define JSON_MAX_DEPTH 64
@@ -229,9 +232,20 @@ static int json_message(JsonReader *r, size_t i, ChatMessage *m) {
         size_t key_len;
         if (!json_string(r, &key, &key_len)) goto fail;
         int is_role = key_len == 4 && memcmp(key, "role", 4) == 0, is_content = key_len == 7 && memcmp(key, "content", 7) == 0;
+        int is_reasoning = key_len == 17 && memcmp(key, "reasoning_content", 17) == 0;
         free(key);
         if (!json_expect(r, ':', "expected ':' after a key")) goto fail;
-        if (is_role || is_content) {
+        if (is_reasoning && strcmp(json_kind(r), "null") != 0) { /* null: none, as a template reads it */
+            const char *kind = json_kind(r);
+            if (strcmp(kind, "a string") != 0) {
+                snprintf(what, sizeof what, "message %zu has a \"reasoning_content\" that is %s, not a string", i, kind);
+                json_fail(r, what);
+                goto fail;
+            }
+            free(m->reasoning);
+            m->reasoning = NULL;
+            if (!json_string(r, &m->reasoning, &m->reasoning_len)) goto fail;
+        } else if (is_role || is_content) {
             const char *kind = json_kind(r);
             if (strcmp(kind, "a string") != 0) {
                 snprintf(what, sizeof what, "message %zu has a \"%s\" that is %s, not a string", i, is_role ? "role" : "content", kind);
@@ -277,9 +291,48 @@ fail:
     return 0;
 }
 
+static void free_message(ChatMessage *m) {
+    free(m->content);
+    free(m->reasoning);
+    m->content = m->reasoning = NULL;
+}
+
 static void free_messages(ChatMessage *m, size_t n) {
-    for (size_t i = 0; i < n; i++) free(m[i].content);
+    for (size_t i = 0; i < n; i++) free_message(&m[i]);
     free(m);
+}
+
+/* The array of messages at r's place: *out (n of them, owned by the caller) and 1, or 0 with
+ * r->error saying what is wrong. */
+static int json_messages_at(JsonReader *r, ChatMessage **out, size_t *n) {
+    size_t count = 0, cap = 8;
+    ChatMessage *m = calloc(cap, sizeof *m);
+    *out = NULL;
+    *n = 0;
+    if (!m) return json_fail(r, "out of memory");
+    if (!json_expect(r, '[', "the messages must be a JSON array of {\"role\", \"content\"} objects")) goto fail;
+    json_space(r);
+    if (r->at < r->n && r->s[r->at] == ']') r->at++;
+    else for (;;) {
+        if (count == cap) {
+            ChatMessage *grown = realloc(m, (cap *= 2) * sizeof *m);
+            if (!grown) { json_fail(r, "out of memory"); goto fail; }
+            m = grown;
+            memset(m + count, 0, (cap - count) * sizeof *m);
+        }
+        if (!json_message(r, count + 1, &m[count])) { count++; goto fail; }
+        count++;
+        json_space(r);
+        if (json_comma(r)) continue;
+        if (r->error[0] || !json_expect(r, ']', "expected ',' or ']' after a message")) goto fail;
+        break;
+    }
+    *out = m;
+    *n = count;
+    return 1;
+fail:
+    free_messages(m, count);
+    return 0;
 }
 
 /* The conversation in text[0..len): *out (n of them, owned by the caller) and NULL, or NULL
@@ -287,37 +340,16 @@ static void free_messages(ChatMessage *m, size_t n) {
 static const char *json_messages(const uint8_t *text, size_t len, ChatMessage **out, size_t *n, char *err,
                                  size_t err_size) {
     JsonReader r = {.s = text, .n = len};
-    size_t count = 0, cap = 8;
-    ChatMessage *m = calloc(cap, sizeof *m);
-    *out = NULL;
-    *n = 0;
-    if (!m) { snprintf(err, err_size, "out of memory"); return err; }
     if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) r.at = 3; /* a byte-order mark, as Python's utf-8-sig */
-    if (!json_expect(&r, '[', "the messages must be a JSON array of {\"role\", \"content\"} objects")) goto fail;
-    json_space(&r);
-    if (r.at < r.n && r.s[r.at] == ']') r.at++;
-    else for (;;) {
-        if (count == cap) {
-            ChatMessage *grown = realloc(m, (cap *= 2) * sizeof *m);
-            if (!grown) { json_fail(&r, "out of memory"); goto fail; }
-            m = grown;
-            memset(m + count, 0, (cap - count) * sizeof *m);
-        }
-        if (!json_message(&r, count + 1, &m[count])) { count++; goto fail; }
-        count++;
+    if (json_messages_at(&r, out, n)) {
         json_space(&r);
-        if (json_comma(&r)) continue;
-        if (r.error[0] || !json_expect(&r, ']', "expected ',' or ']' after a message")) goto fail;
-        break;
+        if (r.at == r.n) return NULL;
+        json_fail(&r, "text follows the array");
+        free_messages(*out, *n);
+        *out = NULL;
+        *n = 0;
     }
-    json_space(&r);
-    if (r.at != r.n) { json_fail(&r, "text follows the array"); goto fail; }
-    *out = m;
-    *n = count;
-    return NULL;
-fail:
     snprintf(err, err_size, "%s", r.error[0] ? r.error : "malformed JSON");
-    free_messages(m, count);
     return err;
 }
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -42,7 +43,9 @@ DATE = "\ue002"           # what strftime_now() returns while probing
 DATE_BYTE = b"\xff"       # where today's date goes in a stored string (never a byte of UTF-8)
 SPECIAL_NAMES = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token",
                  "additional_special_tokens")
-TRANSFORMS = {"keep": lambda s: s, "strip": str.strip, "lstrip": str.lstrip, "rstrip": str.rstrip}
+TRANSFORMS = {"keep": lambda s: s, "strip": str.strip, "lstrip": str.lstrip, "rstrip": str.rstrip,
+              "lstrip-newlines": lambda s: s.lstrip("\n")}
+THINK = ("<think>", "</think>")  # the reasoning tags of the templates that keep reasoning apart (Qwen3, SmolLM3)
 VERIFY_CONVERSATIONS = 500
 
 
@@ -98,6 +101,25 @@ def jinja2_module():
     return jinja2
 
 
+def generation_extension():
+    """transformers' {% generation %} ... {% endgeneration %} tag (its AssistantTracker): it marks
+    the assistant's text for a training mask; rendering prints the body as it is."""
+    jinja2 = jinja2_module()
+    from jinja2 import nodes
+
+    class Generation(jinja2.ext.Extension):
+        tags = {"generation"}
+
+        def parse(self, parser):
+            lineno = next(parser.stream).lineno
+            body = parser.parse_statements(["name:endgeneration"], drop_needle=True)
+            return nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
+
+        def _body(self, caller):
+            return caller()
+    return Generation
+
+
 def compile_template(template: str, strftime):
     jinja2 = jinja2_module()
 
@@ -107,7 +129,8 @@ def compile_template(template: str, strftime):
     def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False) -> str:
         return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
-    env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+    env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                                       extensions=[jinja2.ext.loopcontrols, generation_extension()])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime
@@ -115,12 +138,12 @@ def compile_template(template: str, strftime):
 
 
 def render(template: str, messages: list[dict], add_generation_prompt: bool, specials: dict,
-           now: datetime | None = None) -> str:
-    """The template rendered as transformers' apply_chat_template(messages, tokenize=False) does;
-    strftime_now() reads `now` (default: the clock)."""
+           now: datetime | None = None, options: dict | None = None) -> str:
+    """The template rendered as transformers' apply_chat_template(messages, tokenize=False,
+    **options) does; strftime_now() reads `now` (default: the clock)."""
     compiled = compile_template(template, lambda fmt: (now or datetime.now()).strftime(fmt))
     return compiled.render(messages=messages, tools=None, documents=None,
-                           add_generation_prompt=add_generation_prompt, **specials)
+                           add_generation_prompt=add_generation_prompt, **specials, **(options or {}))
 
 
 # ---- the table --------------------------------------------------------------------------------
@@ -145,24 +168,26 @@ def common_prefix(strings: list[str], atoms: list[str]) -> str:
 class Prober:
     """Renders probe conversations, recording the strftime_now formats asked for."""
 
-    def __init__(self, template: str, specials: dict) -> None:
+    def __init__(self, template: str, specials: dict, options: dict | None = None) -> None:
         self.formats: list[str] = []
         try:
             self.compiled = compile_template(template, self.strftime)
         except jinja2_module().exceptions.TemplateError as e:
             raise TemplateRefused(f"the chat template does not compile ({e})") from e
-        self.specials = specials
+        self.specials, self.options = specials, options or {}
 
     def strftime(self, fmt: str) -> str:
         if fmt not in self.formats:
             self.formats.append(fmt)
         return DATE
 
-    def render(self, messages: list[tuple[str, str]], gen: bool) -> str | None:
-        """The rendering, or None when the template raises on this conversation."""
+    def render(self, messages: list, gen: bool) -> str | None:
+        """The rendering of (role, content) pairs or message dicts, or None when the template
+        raises on this conversation."""
         try:
-            return self.compiled.render(messages=[{"role": r, "content": c} for r, c in messages], tools=None,
-                                        documents=None, add_generation_prompt=gen, **self.specials)
+            return self.compiled.render(messages=[m if isinstance(m, dict) else {"role": m[0], "content": m[1]}
+                                                  for m in messages], tools=None, documents=None,
+                                        add_generation_prompt=gen, **self.specials, **self.options)
         except Exception:  # noqa: BLE001 - raise_exception, undefined access, sandbox refusals alike
             return None
 
@@ -192,10 +217,30 @@ def transform_of(before: str, rendered_with: str, after: str, content: str, text
     raise TemplateRefused(f"contents are transformed in a way the table cannot express ({content!r} -> {shown!r})")
 
 
-def derive_table(template: str, specials: dict, atoms: list[str] | None = None) -> dict:
+def reasoning_rule(p: Prober, t: dict, template: str, before: str, after: str, W: str, last: str) -> None:
+    """A template that prints an assistant turn after the last user message unlike the others: Qwen3's
+    (its reasoning, split from the content at </think> or given as reasoning_content, between
+    think.open and think.close; the last turn with an empty block). Sets the table's reasoning
+    keys, or raises TemplateRefused."""
+    if not all(tag in template for tag in THINK):
+        raise TemplateRefused("the last assistant turn is printed unlike the others")
+    R, A = MARK.format("R"), MARK.format("A")
+    text = p.render([("user", MARK.format("U1")), ("assistant", f"{THINK[0]}\n{R}\n{THINK[1]}\n\n{A}")], False) or ""
+    shown = text[len(before):len(text) - len(after)] if text.startswith(before) and text.endswith(after) else ""
+    if shown.count(R) != 1 or not shown.endswith(A) or shown.index(R) > shown.index(A):
+        raise TemplateRefused("the last assistant turn's reasoning is printed in a way the table cannot express")
+    t["reasoning"] = "after-last-user"
+    t["think.open"], t["think.close"] = shown[:shown.index(R)], shown[shown.index(R) + len(R):shown.index(A)]
+    t["think.tags"] = " ".join(THINK)
+    if last != before + t["think.open"] + t["think.close"] + W.lstrip("\n") + after:
+        raise TemplateRefused("the last assistant turn is printed in a way the table cannot express")
+
+
+def derive_table(template: str, specials: dict, atoms: list[str] | None = None, options: dict | None = None) -> dict:
     """The table of plain strings that renders every conversation of user, assistant and system
-    messages as the template does; raises TemplateRefused saying what it cannot express."""
-    p = Prober(template, specials)
+    messages as the template does (with these template options); raises TemplateRefused saying
+    what it cannot express."""
+    p = Prober(template, specials, options)
     atoms = [a for a in (atoms or []) if a] + [v for v in specials.values() if isinstance(v, str) and v]
     U1, A1, U2, A2, U3, S, S2 = (MARK.format(k) for k in ("U1", "A1", "U2", "A2", "U3", "S", "S2"))
     five = [("user", U1), ("assistant", A1), ("user", U2), ("assistant", A2), ("user", U3)]
@@ -219,11 +264,17 @@ def derive_table(template: str, specials: dict, atoms: list[str] | None = None) 
     if after_a != t["assistant.suffix"] + t["end"] or after_a_gen != t["assistant.suffix"] + t["generation"]:
         raise TemplateRefused("the end of a conversation depends on its last role")
 
-    # how each role's content is printed
-    W = " \t\n\u3000\x1c" + MARK.format("W") + " \u00a0\n "
+    # how each role's content is printed; an assistant turn after the last user message may be
+    # printed otherwise (reasoning_rule)
+    W = "\n \t\n\u3000\x1c" + MARK.format("W") + " \u00a0\n "
     t["user.content"] = transform_of(pre, "", t["user.suffix"] + t["end"], W, p.render([("user", W)], False) or "")
-    t["assistant.content"] = transform_of(pre + U1 + x1, "", t["assistant.suffix"] + t["end"], W,
-                                          p.render([("user", U1), ("assistant", W)], False) or "")
+    t["assistant.content"] = transform_of(pre + U1 + x1, "", t["assistant.suffix"] + t["user.prefix"] + U2 +
+                                          t["user.suffix"] + t["end"], W,
+                                          p.render([("user", U1), ("assistant", W), ("user", U2)], False) or "")
+    last = p.render([("user", U1), ("assistant", W)], False) or ""
+    before, after = pre + U1 + x1, t["assistant.suffix"] + t["end"]
+    if last != before + TRANSFORMS[t["assistant.content"]](W) + after:
+        reasoning_rule(p, t, template, before, after, W, last)
 
     # rules: what the template raises on
     rules = []
@@ -250,6 +301,20 @@ def derive_table(template: str, specials: dict, atoms: list[str] | None = None) 
                 t["system.place"] = "first-user"
                 t["system.fold-prefix"] = before[len(t["begin"] + t["user.prefix"]):]
                 t["system.fold-suffix"] = mid
+                # the user's content transformed with the system message before it (Llama 2), or
+                # alone after it (Gemma 3)
+                folded = p.render([("system", W), ("user", W)], False)
+                head = t["begin"] + t["user.prefix"]
+                fold = t["system.fold-prefix"] + W + t["system.fold-suffix"]
+                tail = t["user.suffix"] + t["end"]
+                content = TRANSFORMS[t["user.content"]]
+                if folded == head + content(fold + W) + tail:
+                    t["system.fold"] = "inside"
+                elif folded == head + fold + content(W) + tail:
+                    t["system.fold"] = "outside"
+                else:
+                    raise TemplateRefused("a system message folded into the first user turn is transformed in a way "
+                                          "the table cannot express")
             else:
                 raise TemplateRefused("a system message is printed neither as a turn nor inside a user turn")
         else:
@@ -264,6 +329,9 @@ def derive_table(template: str, specials: dict, atoms: list[str] | None = None) 
             sys_text = p.render([("system", W), ("user", U1)], False) or ""
             t["system.content"] = transform_of(t["system.begin"], "", t["system.end"] + t["user.prefix"] + U1 +
                                                t["user.suffix"] + t["end"], W, sys_text)
+            # a system message that comes out empty printed as if there were none (SmolLM3's)
+            if p.render([("system", ""), ("user", U1)], False) == p.render([("user", U1)], False):
+                t["system.empty"] = "none"
         # a system message later in the conversation: a turn of its own, or refused
         later = p.render([("user", U1), ("assistant", A1), ("system", S2), ("user", U2)], True)
         seg_ok = later is not None and later.count(S2) == 1 and A1 in later and U2 in later
@@ -284,37 +352,118 @@ def derive_table(template: str, specials: dict, atoms: list[str] | None = None) 
     return t
 
 
-def table_render(t: dict, messages: list[tuple[str, str]], gen: bool, date: str = "") -> str:
-    """A conversation rendered by the table: what run.c's chat.h does, in Python."""
+def variant(t: dict, options: dict) -> dict:
+    """The table for these option values: the keys a non-default value changes
+    (when.NAME.VALUE.KEY) over the default's."""
+    out = {k: v for k, v in t.items() if not k.startswith("when.")}
+    for name, value in options.items():
+        prefix = f"when.{name}.{'true' if value else 'false'}."
+        out.update({k[len(prefix):]: v for k, v in t.items() if k.startswith(prefix)})
+    return out
+
+
+def option_values(t: dict, options: dict | None) -> dict:
+    """Every option of the table at its default, but those given."""
+    values = {k[len("option."):]: v == "true" for k, v in t.items() if k.startswith("option.")}
+    values.update({k: v for k, v in (options or {}).items() if k in values})
+    return values
+
+
+def system_flag_options(t: dict, content: str, options: dict) -> tuple[str, dict]:
+    """A first system message's flags (SmolLM3's /think, /no_think): the options the first one found
+    sets, and the content with every flag removed."""
+    flags = [f.split("=", 1) for f in t.get("system.flags", "").split()]
+    options = dict(options)
+    for flag, setting in flags:
+        if flag in content:
+            name, value = setting.rsplit(".", 1)
+            options[name] = value == "true"
+            break
+    for flag, _ in flags:
+        content = content.replace(flag, "")
+    return content, options
+
+
+def last_query(messages: list[dict]) -> int:
+    """The index of the last user message that is not a tool's response (Qwen3's last_query_index),
+    or the last message's when there is none."""
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if m["role"] == "user" and not (m["content"].startswith("<tool_response>") and m["content"].endswith("</tool_response>")):
+            return i
+    return len(messages) - 1
+
+
+def assistant_text(t: dict, m: dict, after_query: bool, last: bool) -> str:
+    """An assistant message's printed content: transformed, or by Qwen3's rule (reasoning_rule)
+    its reasoning (reasoning_content, else what its content holds before the closing tag) in a
+    think block after the last user message, dropped before."""
+    content = m["content"]
+    if t.get("reasoning") != "after-last-user":
+        return TRANSFORMS[t["assistant.content"]](content)
+    open_tag, close_tag = t["think.tags"].split(" ")
+    reasoning = m.get("reasoning_content")
+    if not isinstance(reasoning, str):
+        reasoning = ""
+        if close_tag in content:
+            reasoning = content.split(close_tag)[0].rstrip("\n").split(open_tag)[-1].lstrip("\n")
+            content = content.split(close_tag)[-1].lstrip("\n")
+    if after_query and (last or reasoning):
+        return t["think.open"] + reasoning.strip("\n") + t["think.close"] + content.lstrip("\n")
+    return TRANSFORMS[t["assistant.content"]](content)
+
+
+def table_render(t: dict, messages: list, gen: bool, date: str = "", options: dict | None = None) -> str:
+    """A conversation rendered by the table: what run.c's chat.h does, in Python. messages: (role,
+    content) pairs or message dicts (an assistant's may carry reasoning_content); options: the
+    template's options (option.NAME), the defaults where not given."""
+    messages = [m if isinstance(m, dict) else {"role": m[0], "content": m[1]} for m in messages]
+    values = option_values(t, options)
     system, rest = None, list(messages)
-    if rest and rest[0][0] == "system":
-        system, rest = rest[0][1], rest[1:]
+    if rest and rest[0]["role"] == "system":
+        system, values = system_flag_options(t, rest[0]["content"], values)
+        rest = rest[1:]
+    t = variant(t, values)
     fold = None
     place = t.get("system.place", "none")
-    if system is not None and place == "first-user" and rest and rest[0][0] == "user":
+    if system is not None and place == "turn" and t.get("system.empty") == "none" and \
+            not TRANSFORMS[t["system.content"]](system):
+        system = None  # printed as if there were none
+    if system is not None and place == "first-user" and rest and rest[0]["role"] == "user":
         fold = 0
-    if system is not None and place == "last-user" and rest and rest[-1][0] == "user":
+    if system is not None and place == "last-user" and rest and rest[-1]["role"] == "user":
         fold = len(rest) - 1
     out = t["begin"]
     if system is not None and place == "turn":
         out = t["system.begin"] + TRANSFORMS[t["system.content"]](system) + t["system.end"]
-    for i, (role, content) in enumerate(rest):
-        if i == fold:
-            content = t["system.fold-prefix"] + system + t["system.fold-suffix"] + content
-        out += t[f"{role}.prefix"] + TRANSFORMS[t[f"{role}.content"]](content) + t[f"{role}.suffix"]
+    query = last_query(messages) - (len(messages) - len(rest))
+    for i, m in enumerate(rest):
+        role = m["role"]
+        if role == "assistant":
+            text = assistant_text(t, m, i > query, i == len(rest) - 1)
+        elif i == fold and t.get("system.fold", "inside") == "outside":
+            text = t["system.fold-prefix"] + system + t["system.fold-suffix"] + TRANSFORMS[t[f"{role}.content"]](m["content"])
+        elif i == fold:
+            text = TRANSFORMS[t[f"{role}.content"]](t["system.fold-prefix"] + system + t["system.fold-suffix"] + m["content"])
+        else:
+            text = TRANSFORMS[t[f"{role}.content"]](m["content"])
+        out += t[f"{role}.prefix"] + text + t[f"{role}.suffix"]
     out += t["generation"] if gen else t["end"]
     return out.replace(DATE, date)
 
 
-def accepts(t: dict, messages: list[tuple[str, str]]) -> bool:
+def accepts(t: dict, messages: list) -> bool:
     """Whether the table's rules let run take this conversation (run refuses the others)."""
+    messages = [m if isinstance(m, dict) else {"role": m[0], "content": m[1]} for m in messages]
     rules = t["rules"].split()
-    roles = [r for r, _ in messages]
+    roles = [m["role"] for m in messages]
     if not roles:
         return False
     if "system" in roles and "no-system" in rules:
         return False
     if "system" in roles[1:] and "no-later-system" in rules:
+        return False
+    if roles[0] == "system" and any(text in messages[0]["content"] for text in t.get("system.refuse", "").split()):
         return False
     turns = roles[1:] if roles[0] == "system" else roles
     if "alternate" in rules and any(r != ("user" if i % 2 == 0 else "assistant") for i, r in enumerate(turns)):
@@ -324,49 +473,144 @@ def accepts(t: dict, messages: list[tuple[str, str]]) -> bool:
     return True
 
 
+# ---- options and flags ---------------------------------------------------------------------------
+
+OPTION_PROBES = [[("user", MARK.format("U1"))], [("system", MARK.format("S")), ("user", MARK.format("U1"))],
+                 [("user", MARK.format("U1")), ("assistant", MARK.format("A1")), ("user", MARK.format("U2"))],
+                 [("user", MARK.format("U1")), ("assistant", MARK.format("A1"))]]
+
+
+def boolean_options(template: str, specials: dict) -> dict[str, bool]:
+    """The template's boolean options (enable_thinking): variables it reads that a conversation
+    does not give, where one of True and False renders as the template does without them (the
+    default) and the other otherwise. Options that are not booleans are not offered."""
+    jinja2 = jinja2_module()
+    import jinja2.meta
+    env = jinja2.sandbox.ImmutableSandboxedEnvironment(extensions=[jinja2.ext.loopcontrols, generation_extension()])
+    known = {"messages", "tools", "documents", "add_generation_prompt", "raise_exception", "strftime_now", "namespace",
+             "range", "dict", "lipsum", "cycler", "joiner", *SPECIAL_NAMES}
+    names = sorted(jinja2.meta.find_undeclared_variables(env.parse(template)) - known)
+    out = {}
+    for name in names:
+        runs = {}
+        for value in (None, True, False):
+            p = Prober(template, specials, {} if value is None else {name: value})
+            runs[value] = [p.render(m, g) for m in OPTION_PROBES for g in (False, True)]
+        if any(r is None for rs in runs.values() for r in rs):
+            continue
+        if runs[True] == runs[None] != runs[False]:
+            out[name] = True
+        elif runs[False] == runs[None] != runs[True]:
+            out[name] = False
+    return out
+
+
+def system_flags(template: str, specials: dict, options: dict[str, bool]) -> tuple[list[str], list[str]]:
+    """(flags, refused): the texts the template looks for in a system message ("/no_think" in ...):
+    those that set an option as its other value would (SmolLM3's /think, /no_think) as
+    "TEXT=NAME.VALUE" in the template's order, and the others, whose conversations run refuses."""
+    literals = list(dict.fromkeys(re.findall(r"""["'](/[A-Za-z_]+)["']\s+in\s""", template)))
+    flags, refused = [], []
+    U1, S = MARK.format("U1"), MARK.format("S")
+    for text in literals:
+        found = None
+        for name in options:
+            for value in (True, False):
+                flagged = Prober(template, specials).render([("system", f"{S} {text}"), ("user", U1)], True)
+                plain = Prober(template, specials, {name: value}).render([("system", S), ("user", U1)], True)
+                if flagged is not None and flagged == plain and found is None:
+                    found = f"{text}={name}.{'true' if value else 'false'}"
+        if found:
+            flags.append(found)
+        else:
+            refused.append(text)
+    return flags, refused
+
+
+def derive_chat(template: str, specials: dict, atoms: list[str] | None = None) -> dict:
+    """The whole table: the default options' (derive_table), the keys each other option value
+    changes (when.NAME.VALUE.KEY), the options (option.NAME: the default), the system message's
+    flags and the texts refused in it."""
+    options = boolean_options(template, specials)
+    if len(options) > 2:
+        raise TemplateRefused(f"the template takes {len(options)} options ({', '.join(options)}): at most two are run")
+    t = derive_table(template, specials, atoms)
+    for name, default in options.items():
+        other = derive_table(template, specials, atoms, {name: not default})
+        value = "false" if default else "true"
+        t.update({f"when.{name}.{value}.{k}": v for k, v in other.items() if t.get(k) != v})
+        t[f"option.{name}"] = "true" if default else "false"
+    if "think.tags" not in t and all(tag in template for tag in THINK):  # what run shows apart as reasoning
+        t["think.tags"] = " ".join(THINK)
+    flags, refused = system_flags(template, specials, options)
+    if flags:
+        t["system.flags"] = " ".join(flags)
+    if refused:
+        t["system.refuse"] = " ".join(refused)
+    return t
+
+
 # ---- verification ---------------------------------------------------------------------------
 
 CONTENTS = ["", " ", "\n", "\t", "  \n\t ", "Hello", " leading", "trailing ", "  both  ", "two\nlines", "\nnewline first",
             "last newline\n", "tab\there", "你好，世界。", "日本語のテキスト", "🙂👍🏽 emoji", "\u3000full-width space\u3000",
             "\u00a0no-break\u00a0", "\x1cseparator\x1f", "What is 2 + 2?", "It is 4.", "a" * 40,
             "mixed 中文 and English 🚀\n\nsecond paragraph"]
+REASONING = ["<think>\nLet me think.\n</think>\n\n", "<think>\n\n</think>\n\n", "<think>steps</think>", "</think>",
+             "\n<think>\n\nfirst\n\n</think>\n\n\n", "<think>a</think>b<think>c</think>"]
 
 
-def random_content(rng: random.Random) -> str:
+def random_content(rng: random.Random, t: dict | None = None, role: str = "") -> str:
     parts = rng.sample(CONTENTS, rng.randint(1, 3))
-    return "".join(parts) if rng.random() < 0.5 else rng.choice(CONTENTS)
+    text = "".join(parts) if rng.random() < 0.5 else rng.choice(CONTENTS)
+    if t and role == "assistant" and "think.tags" in t and rng.random() < 0.5:
+        text = rng.choice(REASONING) + text
+    if t and role == "system" and rng.random() < 0.5:
+        words = [f.split("=")[0] for f in t.get("system.flags", "").split()]
+        if words:
+            text = rng.choice(["", text + " ", text + "\n"]) + rng.choice(words) + rng.choice(["", " ", "\n", text])
+    return text
 
 
-def random_conversation(rng: random.Random, t: dict) -> list[tuple[str, str]]:
-    """A conversation the table's rules accept: an optional system message, then turns."""
+def random_conversation(rng: random.Random, t: dict) -> list[dict]:
+    """A conversation the table's rules accept: an optional system message, then turns; an
+    assistant's sometimes with reasoning (in its content, or as reasoning_content)."""
     rules = t["rules"].split()
-    messages = []
-    if "no-system" not in rules and rng.random() < 0.5:
-        messages.append(("system", random_content(rng)))
-    n = rng.randint(1, 7)
-    for i in range(n):
-        if "alternate" in rules:
-            role = "user" if i % 2 == 0 else "assistant"
-        else:
-            choices = ["user", "assistant"] + ([] if "no-later-system" in rules or "no-system" in rules else ["system"])
-            role = "user" if i == 0 and "user-first" in rules else rng.choice(choices)
-        messages.append((role, random_content(rng)))
-    return messages
+    while True:
+        messages = []
+        if "no-system" not in rules and rng.random() < 0.5:
+            messages.append({"role": "system", "content": random_content(rng, t, "system")})
+        n = rng.randint(1, 7)
+        for i in range(n):
+            if "alternate" in rules:
+                role = "user" if i % 2 == 0 else "assistant"
+            else:
+                choices = ["user", "assistant"] + ([] if "no-later-system" in rules or "no-system" in rules else ["system"])
+                role = "user" if i == 0 and "user-first" in rules else rng.choice(choices)
+            m = {"role": role, "content": random_content(rng, t, role)}
+            if role == "assistant" and "think.tags" in t and rng.random() < 0.25:
+                m["reasoning_content"] = rng.choice(["", "why\n", "\nbecause\n\n"])
+            messages.append(m)
+        if accepts(t, messages):
+            return messages
 
 
 def verify_table(template: str, specials: dict, t: dict, n: int = VERIFY_CONVERSATIONS, seed: int = 0) -> int:
-    """Renders n random conversations (with and without a system message and a generation prompt)
-    directly and by the table; raises TemplateRefused at the first that differs. Returns n."""
+    """Renders n random conversations (with and without a system message and a generation prompt,
+    each option value in turn) directly and by the table; raises TemplateRefused at the first
+    that differs. Returns n."""
     rng = random.Random(seed)
     now = datetime(2025, 1, 15, 12, 0, 0)
     date = now.strftime(t["date"]) if t["date"] else ""
+    names = [k[len("option."):] for k in t if k.startswith("option.")]
     for i in range(n):
         messages = random_conversation(rng, t)
         gen = i % 2 == 0
-        direct = render(template, [{"role": r, "content": c} for r, c in messages], gen, specials, now)
-        ours = table_render(t, messages, gen, date)
+        options = {name: rng.random() < 0.5 for name in names} if rng.random() < 0.7 else {}
+        direct = render(template, messages, gen, specials, now, options)
+        ours = table_render(t, messages, gen, date, options)
         if direct != ours:
-            raise TemplateRefused(f"the table renders {[r for r, _ in messages]} unlike the template "
+            raise TemplateRefused(f"the table renders {[m['role'] for m in messages]} unlike the template "
                                   f"({direct[:60]!r} against {ours[:60]!r})")
     return n
 
@@ -379,7 +623,7 @@ def chat_metadata(template: str | None, specials: dict, atoms: list[str] | None 
         return {}
     out: dict[str, str | bytes] = {"chat.template": template}
     try:
-        t = derive_table(template, specials, atoms)
+        t = derive_chat(template, specials, atoms)
         verify_table(template, specials, t, n)
     except TemplateRefused as e:
         out["chat.refusal"] = str(e)

@@ -395,9 +395,10 @@ def tokenizer_json_vocab(path: Path, eos: str | int | None = None) -> TokenizerD
             raise ExportError(f"{where}: token {i} {text!r} is not in the byte-level alphabet (not byte-level BPE)")
         tokens[i] = bytes(byte_of[ch] for ch in text)
     for a in added:
-        for key in ("single_word", "lstrip", "rstrip"):
-            if a.get(key):
-                raise ExportError(f"{where}: added token {a['content']!r} has {key}: not implemented")
+        # lstrip and rstrip (whitespace swallowed beside the token) reach chat through chat.tokens
+        if a.get("single_word") or (not a.get("special") and (a.get("lstrip") or a.get("rstrip"))):
+            key = "single_word" if a.get("single_word") else "lstrip or rstrip on a token that is not special"
+            raise ExportError(f"{where}: added token {a['content']!r} has {key}: not implemented")
         tokens[a["id"]] = a["content"].encode("utf-8")
         kinds[a["id"]] = TOKEN_SPECIAL
     for i in (i for i, t in enumerate(tokens) if t is None):

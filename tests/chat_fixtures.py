@@ -1,6 +1,9 @@
-"""Hugging Face folders of instruct models for the chat tests: each of the seven covered chat
-templates (tests/fixtures/chat/, the models' published templates, byte for byte) with a tokenizer
-of its family and a small random Llama-shaped model.
+"""Hugging Face folders of instruct models for the chat tests: each of the covered chat templates
+(tests/fixtures/chat/, the models' published templates, byte for byte; Qwen3-0.6B's, Gemma 3
+1B's, SmolLM3-3B's, Phi-4-mini's and Llama 3.1's as the public copies of their tokenizer_config.json
+or chat_template.jinja in microsoft/onnxruntime-extensions' test data and huggingface.js' tests
+hold them, two copies agreeing) with a tokenizer of its family and a small random Llama-shaped
+model.
 
 Tokenizers: for the byte-level BPE families (SmolLM2, Qwen2.5, Llama 3.2) a tokenizer.json over
 GPT-2's first 1,500 merges with the family's pre-tokenizer and its special tokens as added
@@ -42,6 +45,9 @@ PHI3_ADDED = [("<|endoftext|>", False), ("<|assistant|>", True), ("<|placeholder
               ("<|placeholder5|>", True), ("<|placeholder6|>", True), ("<|user|>", True)]
 MISTRAL_CONTROL = ["[INST]", "[/INST]", "[TOOL_CALLS]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]",
                    "[/TOOL_RESULTS]"]
+GEMMA_CONTROL = ["<pad>", "<eos>", "<bos>", "<start_of_turn>", "<end_of_turn>"]
+# Phi-4-mini's: its role tokens, and its tool tokens, which are added but not special
+PHI4_SPECIALS = ["<|endoftext|>", "<|assistant|>", "<|end|>", "<|user|>", "<|system|>", "<|tool|>", "<|/tool|>"]
 
 # family -> its template file, tokenizer kind (pre-tokenizer, or SentencePiece's chat.spaces),
 # special tokens (BPE) and tokenizer_config.json's special tokens, generation_config's eos (names)
@@ -67,22 +73,43 @@ FAMILIES = {
                  eos=["<|endoftext|>", "<|assistant|>", "<|end|>"]),
     "mistral": dict(template="mistralai-Mistral-7B-Instruct-v0.3.jinja", sp="every", control=MISTRAL_CONTROL,
                     config={"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}, eos=["</s>"]),
+    # the templates with per-message rules and options (issue 48); their think tags are added
+    # tokens that are not special, as Qwen3's and SmolLM3's tokenizers have them
+    "qwen3": dict(template="Qwen-Qwen3-0.6B.jinja", bpe="qwen2", specials=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+                  plain=["<think>", "</think>"], config={"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"},
+                  eos=["<|im_end|>", "<|endoftext|>"], options={"enable_thinking": (True, False)}),
+    "smollm3": dict(template="HuggingFaceTB-SmolLM3-3B.jinja", bpe="llama3",
+                    specials=["<|begin_of_text|>", "<|end_of_text|>", "<|im_start|>", "<|im_end|>"],
+                    plain=["<think>", "</think>"], config={"eos_token": "<|im_end|>", "pad_token": "<|im_end|>"},
+                    eos=["<|im_end|>"], options={"enable_thinking": (True, False)}, template_file=True),
+    "gemma3": dict(template="google-gemma-3-1b-it.jinja", sp="never", control=GEMMA_CONTROL,
+                   config={"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>", "unk_token": "<unk>",
+                           "add_bos_token": True}, eos=["<eos>", "<end_of_turn>"]),
+    "phi4mini": dict(template="microsoft-Phi-4-mini-instruct.jinja", bpe="llama3", specials=PHI4_SPECIALS,
+                     rstrip=["<|system|>", "<|user|>", "<|assistant|>", "<|end|>"],
+                     config={"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>",
+                             "unk_token": "<|endoftext|>"}, eos=["<|endoftext|>", "<|end|>"]),
+    "llama3.1": dict(template="meta-llama-Llama-3.1-8B-Instruct.jinja", bpe="llama3", specials=LLAMA3_SPECIALS,
+                     config={"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"},
+                     eos=["<|end_of_text|>", "<|eom_id|>", "<|eot_id|>"]),
 }
 
 
 # ---- byte-level BPE -------------------------------------------------------------------------
 
-def bpe_tokenizer_json(kind: str, specials: list[str]) -> dict:
+def bpe_tokenizer_json(kind: str, specials: list[str], plain: list[str] = (), rstrip: list[str] = ()) -> dict:
     files = gpt2_files()
     vocab = json.loads(files["vocab.json"])
     merges = [line.split(" ") for line in files["merges.txt"].decode().split("\n")[1:] if line]
     level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
-    plain = dict(level, use_regex=False)
+    unsplit = dict(level, use_regex=False)
     split = lambda p: {"type": "Split", "pattern": {"Regex": p}, "behavior": "Isolated", "invert": False}  # noqa: E731
     pre = {"digits": {"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": True}, level]},
-           "qwen2": {"type": "Sequence", "pretokenizers": [split(QWEN2_SPLIT), plain]},
-           "llama3": {"type": "Sequence", "pretokenizers": [split(LLAMA3_SPLIT), plain]}}[kind]
-    return {"version": "1.0", "added_tokens": [added(len(vocab) + i, s) for i, s in enumerate(specials)],
+           "qwen2": {"type": "Sequence", "pretokenizers": [split(QWEN2_SPLIT), unsplit]},
+           "llama3": {"type": "Sequence", "pretokenizers": [split(LLAMA3_SPLIT), unsplit]}}[kind]
+    tokens = [added(len(vocab) + i, s, s in rstrip) for i, s in enumerate(specials)]
+    tokens += [added(len(vocab) + len(specials) + i, s, special=False) for i, s in enumerate(plain)]
+    return {"version": "1.0", "added_tokens": tokens,
             "normalizer": {"type": "NFC"} if kind == "qwen2" else None, "pre_tokenizer": pre, "post_processor": None,
             "decoder": level, "model": {"type": "BPE", "dropout": None, "unk_token": None, "fuse_unk": False,
                                         "byte_fallback": False, "ignore_merges": kind == "llama3", "vocab": vocab,
@@ -97,7 +124,7 @@ def sp_model(control: tuple[str, ...] = ()) -> Path:
     text and the tokenizer fixtures' lines (many scripts)."""
     import sentencepiece as spm
     from test_tokenizer_kinds import training_text
-    prefix = TMP / ("chat_sp_mistral" if control else "chat_sp_llama")
+    prefix = TMP / ("chat_sp_llama" if not control else "chat_sp_mistral" if "[INST]" in control else "chat_sp_gemma")
     if not prefix.with_suffix(".model").exists():
         spm.set_random_generator_seed(29)
         spm.SentencePieceTrainer.train(
@@ -128,10 +155,11 @@ def sp_tokenizer_json(model: Path, spaces: str, extra: list[tuple[str, bool]]) -
     if extra:  # Phi-3's </s>: rstrip, not special
         tokens = [dict(t, rstrip=True, special=False) if t["content"] == "</s>" else t for t in tokens]
     replace = {"type": "Replace", "pattern": {"String": " "}, "content": SP}
-    normalizer = {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": SP}, replace]}
+    normalizer = {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": SP}, replace]} \
+        if spaces == "every" else replace if spaces == "never" else None
     metaspace = {"type": "Metaspace", "replacement": SP, "prepend_scheme": "first", "split": False}
     return {"version": "1.0", "truncation": None, "padding": None, "added_tokens": tokens,
-            "normalizer": normalizer if spaces == "every" else None,
+            "normalizer": normalizer,
             "pre_tokenizer": metaspace if spaces == "first" else None, "post_processor": None, "decoder": None,
             "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>", "continuing_subword_prefix": None,
                       "end_of_word_suffix": None, "fuse_unk": True, "byte_fallback": True, "ignore_merges": False,
@@ -155,14 +183,18 @@ def family_folder(family: str, steer: str | None = None) -> Path:
     folder = TMP / f"chat_{family}{'_' + steer.strip('<|>').replace('/', '') if steer else ''}"
     files: dict[str, bytes] = {}
     if "bpe" in f:
-        spec = bpe_tokenizer_json(f["bpe"], f["specials"])
+        spec = bpe_tokenizer_json(f["bpe"], f["specials"], f.get("plain", ()), f.get("rstrip", ()))
     else:
         model = sp_model(tuple(f.get("control", ())))
         spec = sp_tokenizer_json(model, f["sp"], PHI3_ADDED if family == "phi3" else [])
         files["tokenizer.model"] = model.read_bytes()
     files["tokenizer.json"] = json.dumps(spec, ensure_ascii=False).encode()
     template = (FIXTURES / f["template"]).read_text(encoding="utf-8")
-    files["tokenizer_config.json"] = json.dumps({**f["config"], "chat_template": template}).encode()
+    if f.get("template_file"):  # SmolLM3's: chat_template.jinja beside a tokenizer_config.json without one
+        files["tokenizer_config.json"] = json.dumps(f["config"]).encode()
+        files["chat_template.jinja"] = template.encode()
+    else:
+        files["tokenizer_config.json"] = json.dumps({**f["config"], "chat_template": template}).encode()
     eos = ids_of(spec, f["eos"])
     files["generation_config.json"] = json.dumps({"eos_token_id": eos}).encode()
     vocab = max(ids_of(spec, list(spec["model"]["vocab"])) + [a["id"] for a in spec["added_tokens"]]) + 1

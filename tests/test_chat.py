@@ -25,23 +25,39 @@ CONVERSATIONS = 210
 
 # ---- the reference ------------------------------------------------------------------------
 
-def reference_render(template: str, messages: list[dict], add_generation_prompt: bool, specials: dict) -> str:
-    """transformers' rendering: the sandboxed environment with trim_blocks, lstrip_blocks and
-    loopcontrols, raise_exception, strftime_now on the clock, json.dumps as tojson."""
+def reference_render(template: str, messages: list[dict], add_generation_prompt: bool, specials: dict,
+                     **options) -> str:
+    """transformers' rendering: the sandboxed environment with trim_blocks, lstrip_blocks,
+    loopcontrols and its {% generation %} tag (AssistantTracker: the body rendered as it is),
+    raise_exception, strftime_now on the clock, json.dumps as tojson; options as
+    apply_chat_template's keyword arguments (enable_thinking)."""
     import jinja2
     import jinja2.ext
+    from jinja2 import nodes
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
     def raise_exception(message):
         raise jinja2.exceptions.TemplateError(message)
 
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+    class AssistantTracker(jinja2.ext.Extension):
+        tags = {"generation"}
+
+        def parse(self, parser):
+            lineno = next(parser.stream).lineno
+            body = parser.parse_statements(["name:endgeneration"], drop_needle=True)
+            return nodes.CallBlock(self.call_method("_generation_support"), [], [], body).set_lineno(lineno)
+
+        def _generation_support(self, caller):
+            return caller()
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=[AssistantTracker, jinja2.ext.loopcontrols])
     env.filters["tojson"] = lambda x, ensure_ascii=False, indent=None, separators=None, sort_keys=False: json.dumps(
         x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
     return env.from_string(template).render(messages=messages, tools=None, documents=None,
-                                            add_generation_prompt=add_generation_prompt, **specials)
+                                            add_generation_prompt=add_generation_prompt, **specials, **options)
 
 
 def rust_ids(tokenizer_json: Path, texts: list[str]) -> list[list[int]]:
@@ -67,17 +83,36 @@ CONTENTS = ["", " ", "\n", "\t", "  \n ", "Hello!", " leading space", "trailing 
             "<|eot_id|>!", "   \t  "]
 
 
+THINKING = ["<think>\nI should answer.\n</think>\n\n", "<think>\n\n</think>\n\n", "<think>quick</think>",
+            "\n<think>\n\nfirst\n\nsecond\n\n</think>\n\n\n", "</think>", "<think>a</think>b<think>c</think>"]
+FLAGS = ["/think", "/no_think"]
+
+
 def random_conversation(rng: random.Random, family: str) -> list[dict]:
-    """Roles as the family's template takes them: Llama 2 and Mistral alternate user/assistant
-    after an optional system message; the others take system messages anywhere too."""
-    alternate = family in ("llama2", "mistral")
+    """Roles as the family's template takes them: Llama 2, Mistral and Gemma 3 alternate
+    user/assistant after an optional system message; SmolLM3 takes a system message first only;
+    the others take system messages anywhere too. The families with reasoning get think blocks
+    in assistant turns and reasoning_content (Qwen3), SmolLM3 its /think and /no_think in the
+    system message."""
+    alternate = family in ("llama2", "mistral", "gemma3")
+    later_system = family not in ("smollm3",)
+    thinking = family in ("qwen3", "smollm3")
     messages = []
     if rng.random() < 0.5:
-        messages.append({"role": "system", "content": rng.choice(CONTENTS)})
+        content = rng.choice(CONTENTS)
+        if family == "smollm3" and rng.random() < 0.5:
+            content = rng.choice(["", content, content + " "]) + rng.choice(FLAGS) + rng.choice(["", "\n", " more"])
+        messages.append({"role": "system", "content": content})
     for i in range(rng.randint(1, 6)):
-        role = ("user" if i % 2 == 0 else "assistant") if alternate else rng.choice(["user", "assistant", "user", "system"])
+        roles = ["user", "assistant", "user", "system"] if later_system else ["user", "assistant", "user"]
+        role = ("user" if i % 2 == 0 else "assistant") if alternate else rng.choice(roles)
         content = "".join(rng.sample(CONTENTS, rng.randint(1, 3)))
-        messages.append({"role": role, "content": content})
+        message = {"role": role, "content": content}
+        if role == "assistant" and thinking and rng.random() < 0.5:
+            message["content"] = rng.choice(THINKING) + content
+        if role == "assistant" and family == "qwen3" and rng.random() < 0.2:
+            message["reasoning_content"] = rng.choice(["", "Because.", "\nsteps\n\n"])
+        messages.append(message)
     return messages
 
 
@@ -107,18 +142,23 @@ def test_conversation_ids_equal_transformers_and_rust_tokenizers(family: str) ->
         [{"role": "system", "content": ""}, {"role": "user", "content": "\n"}],
         [{"role": "user", "content": "  x  "}, {"role": "assistant", "content": "  y  "}, {"role": "user", "content": "\t"}],
     ]
-    cases = [(m, gen) for m in edges for gen in (True, False)]
+    cases = [(m, gen, {}) for m in edges for gen in (True, False)]
+    options = FAMILIES[family].get("options", {})
     for i in range(CONVERSATIONS):
         messages = random_conversation(rng, family)
-        cases.append((messages, i % 2 == 0))
+        # each option at each of its values, and at its default (not given)
+        chosen = {name: values[i % (len(values) + 1)] for name, values in options.items() if i % (len(values) + 1) < len(values)}
+        cases.append((messages, i % 2 == 0, chosen))
     day = datetime.now().strftime("%d %b %Y")
-    texts = [reference_render(template, m, gen, specials_of(family)) for m, gen in cases]
+    texts = [reference_render(template, m, gen, specials_of(family), **opts) for m, gen, opts in cases]
     expected = rust_ids(folder / "tokenizer.json", texts)
-    got = [run_ids(model, m, *([] if gen else ["--no-generation-prompt"])) for m, gen in cases]
+    got = [run_ids(model, m, *([] if gen else ["--no-generation-prompt"]),
+                   *[f"--template-option={k}={'true' if v else 'false'}" for k, v in opts.items()])
+           for m, gen, opts in cases]
     assert datetime.now().strftime("%d %b %Y") == day, "the date changed during the test: run it again"
-    for (messages, gen), text, want, ours in zip(cases, texts, expected, got):
-        assert ours == want, (family, gen, messages, text)
-    assert len(cases) >= 200 + len(edges) and any(g for _, g in cases) and not all(g for _, g in cases)
+    for (messages, gen, opts), text, want, ours in zip(cases, texts, expected, got):
+        assert ours == want, (family, gen, opts, messages, text)
+    assert len(cases) >= 200 + len(edges) and any(g for _, g, _ in cases) and not all(g for _, g, _ in cases)
 
 
 # ---- replies ----------------------------------------------------------------------------------
@@ -528,3 +568,92 @@ def test_ctrl_c_stops_a_reply_and_the_conversation_goes_on() -> None:
     assert t.p.wait(timeout=30) == 0
     t.read()
     assert b"> \ntiming: load" in t.err, t.err[-300:]
+
+
+# ---- reasoning apart ----------------------------------------------------------------------------
+
+def thinking_model() -> Path:
+    """Qwen3's fixture model made to reply "<think>A</think>B" and end its turn, whatever the
+    conversation: every layer's output projections zero, so that the logits see only the current
+    token, and the output head's rows mapping the generation prompt's last token to <think>, then
+    <think> to A, A to </think>, </think> to B and B to <|im_end|>."""
+    from weight_file import read_model
+    folder = family_folder("qwen3")
+    out = TMP / "chat_thinking"
+    if (out.parent / (out.name + ".bin")).exists():
+        return out.parent / (out.name + ".bin")
+    import torch
+    from llama_sources import write_hf_folder
+    spec = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+    table = {**spec["model"]["vocab"], **{a["content"]: a["id"] for a in spec["added_tokens"]}}
+    chain = ["\u010a", "<think>", "A", "</think>", "B", "<|im_end|>"]  # byte-level's "\n" first
+    ids = [table[t] for t in chain]
+    model, _ = read_model(exported("qwen3"))
+    with torch.no_grad():
+        for block in model.transformer.h:
+            block.attn.c_proj.weight.zero_()
+            block.mlp.c_proj.weight.zero_()
+        model.transformer.ln_f.weight.fill_(1.0)
+        head = model.lm_head.weight
+        head.zero_()
+        wte = model.transformer.wte.weight
+        for a, b in zip(ids, ids[1:]):
+            e = wte[a] / wte[a].norm()
+            head[b] = 40 * e
+    files = {name: (folder / name).read_bytes() for name in ("tokenizer.json", "tokenizer_config.json",
+                                                             "generation_config.json")}
+    write_hf_folder(out, model, "llama", "F32", 1, files, eos_token_id=table["<|im_end|>"])
+    r = subprocess.run(["/usr/bin/python3", str(REPO / "export" / "export.py"), str(out), str(beside(out))],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    return beside(out)
+
+
+def test_reasoning_goes_apart_and_the_next_turn_drops_it_from_the_cache() -> None:
+    """A model whose replies are "<think>A</think>B", in a conversation through a pipe: stdout
+    holds the answers alone, stderr the reasoning; the second turn is rendered as Qwen3's template
+    renders it (the first reply's reasoning gone, checked against the reference's tokens), and
+    only what changed is computed."""
+    model = thinking_model()
+    r = subprocess.run([str(RUN), str(model), "--chat", "-t", "0", "-n", "10"], input=b"Hello\nAgain\n",
+                       capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == b"B\nB\n", r.stdout
+    err = r.stderr.decode()
+    assert err.count("A") >= 2 and "<think>" not in err and "B" not in err.split("timing:")[0], err
+    messages = [{"role": "user", "content": "Hello"}, {"role": "assistant", "content": "<think>A</think>B"},
+                {"role": "user", "content": "Again"}]
+    template = (FIXTURES / FAMILIES["qwen3"]["template"]).read_text(encoding="utf-8")
+    text = reference_render(template, messages, True, specials_of("qwen3"))
+    assert "<think>A" not in text  # the template drops the reasoning before the last user message
+    assert run_ids(model, messages) == rust_ids(family_folder("qwen3") / "tokenizer.json", [text])[0]
+    prompt, computed = timing(r.stderr)
+    assert computed < prompt, (prompt, computed)
+
+
+def test_reasoning_on_a_terminal_is_dimmed_on_stdout() -> None:
+    """On a terminal the reasoning goes to stdout too, between the dim and reset escapes."""
+    model = thinking_model()
+    shown = on_a_terminal_typing(model, [b"Hello"], "-t", "0", "-n", "10")
+    assert b"\x1b[2mA\x1b[0mB" in shown, shown
+
+
+def test_think_and_no_think_change_the_generation_prompt() -> None:
+    """--no-think gives Qwen3's generation prompt its empty think block, --think and no flag the
+    bare prompt, as transformers' enable_thinking does; an option the template lacks, or a value
+    that is not a boolean, is one line."""
+    model = exported("qwen3")
+    messages = [{"role": "user", "content": "Hi"}]
+    template = (FIXTURES / FAMILIES["qwen3"]["template"]).read_text(encoding="utf-8")
+    tokenizer = family_folder("qwen3") / "tokenizer.json"
+    for flags, options in (([], {}), (["--think"], {"enable_thinking": True}), (["--no-think"], {"enable_thinking": False})):
+        text = reference_render(template, messages, True, specials_of("qwen3"), **options)
+        assert run_ids(model, messages, *flags) == rust_ids(tokenizer, [text])[0], flags
+    path = write_messages(messages)
+    for flag, words in (("--template-option=reasoning=true", "takes enable_thinking"),
+                        ("--template-option=enable_thinking=maybe", "takes true or false")):
+        r = subprocess.run([str(RUN), str(model), "--chat", "--messages", str(path), "--tokenize", flag],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 1 and words in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    r = subprocess.run([str(RUN), str(model), "--info"], capture_output=True, text=True, timeout=60)
+    assert "chat template options: enable_thinking (default true: --think, --no-think)" in r.stdout
