@@ -821,6 +821,59 @@ def q4_k_m_files(tag: str, layers: int, heads: int, kv_heads: int, width: int, h
     return gguf, ours
 
 
+# The architectures that change Llama's block, at their real sizes: label -> (file tag, arch,
+# GPTConfig keywords). Qwen3-0.6B's shape (heads of 128 in a width of 1024, norms of each query
+# and key head) and Gemma 3 1B's (heads of 256, norms before and after, GEGLU, windows of 512 on
+# five layers of six, a vocabulary of 262,144).
+ARCH_SHAPES = {
+    "Qwen3-0.6B shape": ("qwen3_06b", "qwen3", dict(
+        n_layer=28, n_head=16, n_kv_head=8, n_embd=1024, head_dim=128, n_hidden=3072, vocab_size=151936,
+        tied_head=True, qk_norm="head", rope_theta=1e6)),
+    "Gemma-3-1B shape": ("gemma3_1b", "gemma3", dict(
+        n_layer=26, n_head=4, n_kv_head=1, n_embd=1152, head_dim=256, n_hidden=6912, vocab_size=262144,
+        tied_head=True, qk_norm="head", norm_after=True, ffn="geglu", gelu="tanh", rope_theta=1e6,
+        layers=[{"window": 512, "rope_theta": 10000.0} if (i + 1) % 6 else {} for i in range(26)])),
+}
+
+
+def arch_q4_k_m_files(tag: str, arch: str, shape: dict) -> tuple[Path, Path]:
+    """(llama.cpp's Q4_K_M GGUF, our export of it) of an architecture's shape with random weights,
+    made once: a Hugging Face folder (tests/llama_sources.py), the GGUF llama.cpp's converter
+    makes of it (tests/gguf_writer.py), quantized by llama.cpp's own quantizer, exported by
+    export/export.py. The vocabulary: GPT-2's 50,257 tokens, then unused ones up to the shape's."""
+    gguf, ours = OUT / f"gguf_{tag}_q4_k_m.gguf", OUT / f"gguf_{tag}_q4_k_m.bin"
+    if not gguf.exists():
+        import json
+        import shutil
+        import torch
+        from gguf_writer import gguf_of_hf_folder
+        from llama_sources import write_hf_folder
+        from model import GPT, GPTConfig
+        from test_llama import gpt2_files
+        torch.set_num_threads(2)
+        OUT.mkdir(exist_ok=True)
+        cfg = GPTConfig(**{"n_ctx": 4096, "norm": "rms", "pos": "rotary", "ffn": "swiglu", "bias": 0, **shape,
+                           "vocab_padded": shape["vocab_size"]})
+        files = gpt2_files(merges=50000)
+        vocab = json.loads(files["vocab.json"])
+        vocab.update({f"<unused{i}>": i for i in range(len(vocab), cfg.vocab_size)})
+        files["vocab.json"] = json.dumps(vocab).encode()
+        folder = OUT / f"hf_{tag}"
+        write_hf_folder(folder, GPT(cfg).init_random(124, std=0.02), arch, "BF16", 1, files)
+        f32 = OUT / f"gguf_{tag}_f32.gguf"
+        gguf_of_hf_folder(folder).write(f32)
+        shutil.rmtree(folder)
+        r = sh(LLAMA_REF, "quantize", f32, gguf, "q4_k_m")
+        f32.unlink()
+        if r.returncode:
+            sys.exit(r.stderr.decode())
+    if not ours.exists():
+        r = sh(PYTHON, REPO / "export" / "export.py", gguf, ours, "--quiet")
+        if r.returncode:
+            sys.exit(r.stderr.decode())
+    return gguf, ours
+
+
 def timing_and_rss(*args) -> tuple[re.Match, float]:
     """The timing line of one program's run and its peak resident memory in MB: the largest
     VmHWM /proc shows while it runs (wait4's figure would count the pages of this Python process,
@@ -841,7 +894,7 @@ def timing_and_rss(*args) -> tuple[re.Match, float]:
     return m, peak_kb / 1024
 
 
-def llama_cpp_table(runs: int) -> None:
+def llama_cpp_table(runs: int, labels: list[str] | None = None) -> None:
     """Q4_K_M GGUF files run as they are by llama.cpp (npm node-llama-cpp's prebuilt libraries,
     tests/llama_ref bench: its default context, binary16 keys and values) and by run (the file's
     export, every block copied, run's default binary16 cache): 128 greedy tokens after the same
@@ -854,8 +907,8 @@ def llama_cpp_table(runs: int) -> None:
     print("| model | threads | prefill run / llama.cpp | decode run / llama.cpp | decode run ÷ llama.cpp "
           "| RSS run / llama.cpp |")
     print("|---|---|---|---|---|---|")
-    for label, shape in GGUF_SHAPES.items():
-        gguf, ours = q4_k_m_files(*shape)
+    for label in labels or [*GGUF_SHAPES, *ARCH_SHAPES]:
+        gguf, ours = q4_k_m_files(*GGUF_SHAPES[label]) if label in GGUF_SHAPES else arch_q4_k_m_files(*ARCH_SHAPES[label])
         prompt = prompt_of(ours, 128)
         ids = OUT / f"{prompt.stem}.ids"
         ids.write_bytes(sh(RUN, ours, "--tokenize", "--ids", "-f", prompt).stdout)
@@ -972,6 +1025,9 @@ def main() -> None:
     ap.add_argument("--skip-chat", action="store_true")
     ap.add_argument("--skip-llama-cpp", action="store_true")
     ap.add_argument("--skip-quantize", action="store_true")
+    ap.add_argument("--gguf-shapes", default=None,
+                    help="the llama.cpp table's models, comma-separated labels (default: all of "
+                         f"{', '.join([*GGUF_SHAPES, *ARCH_SHAPES])})")
     ap.add_argument("--cache", choices=("f16", "f32", "q8_0"), default="f16")
     args = ap.parse_args()
     global CACHE
@@ -1001,7 +1057,7 @@ def main() -> None:
     if not args.skip_chat:
         chat_table(args.runs)
     if not args.skip_llama_cpp:
-        llama_cpp_table(args.runs)
+        llama_cpp_table(args.runs, args.gguf_shapes.split(",") if args.gguf_shapes else None)
     if not args.skip_quantize:
         quantize_table(args.runs)
 
