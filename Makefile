@@ -177,7 +177,8 @@ sanitize: deps $(QUANTIZE_LIB) run-asan tests/build/test_kernels-asan tests/buil
 	ASAN_OPTIONS=detect_leaks=1 ./run-asan tests/tmp/parity_gpt2.bin -i "And God said" -n 300 -s 1 --stop " the" \
 	    --samples 5 > /dev/null
 
-# libFuzzer targets (clang) for the loader, the tokenizer and chat's messages reader; FUZZ_SECONDS each.
+# libFuzzer targets (clang) for the loader, the tokenizer, chat's messages reader and the server's
+# request readers; FUZZ_SECONDS each.
 CLANG ?= clang
 FUZZ_SECONDS ?= 600
 FUZZ := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
@@ -186,14 +187,17 @@ tests/build/fuzz_%: tests/fuzz/fuzz_%.c $(SOURCES) $(HEADERS)
 	$(CLANG) $(FUZZ) -Wno-unused-function -o $@ $< tokenizer.c -lm
 tests/build/fuzz_vocab/cl100k.bin: tests/fuzz/make_inputs.py
 	$(PYTHON) tests/fuzz/make_inputs.py vocabs tests/build/fuzz_vocab
-fuzz: deps tests/build/fuzz_loader tests/build/fuzz_tokenizer tests/build/fuzz_messages tests/build/fuzz_vocab/cl100k.bin
-	@mkdir -p tests/build/corpus/loader tests/build/corpus/tokenizer tests/build/corpus/messages
+fuzz: deps tests/build/fuzz_loader tests/build/fuzz_tokenizer tests/build/fuzz_messages tests/build/fuzz_request \
+      tests/build/fuzz_vocab/cl100k.bin
+	@mkdir -p tests/build/corpus/loader tests/build/corpus/tokenizer tests/build/corpus/messages tests/build/corpus/request
 	ASAN_OPTIONS=allocator_may_return_null=1 tests/build/fuzz_loader -max_total_time=$(FUZZ_SECONDS) \
 	    -max_len=65536 -rss_limit_mb=4096 -print_final_stats=1 tests/build/corpus/loader tests/fuzz/seeds/loader
 	FUZZ_VOCAB_DIR=tests/build/fuzz_vocab tests/build/fuzz_tokenizer -max_total_time=$(FUZZ_SECONDS) \
 	    -max_len=4096 -print_final_stats=1 tests/build/corpus/tokenizer tests/fuzz/seeds/tokenizer
 	tests/build/fuzz_messages -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -print_final_stats=1 \
 	    tests/build/corpus/messages tests/fuzz/seeds/messages
+	tests/build/fuzz_request -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -print_final_stats=1 \
+	    tests/build/corpus/request tests/fuzz/seeds/request
 
 clean:
 	rm -rf run run-asan tests/build tests/tmp export/build

@@ -22,6 +22,7 @@
 #include "generate.h"
 #include "kernels/heads.h"
 #include "model.h"
+#include "server.h"
 
 #define RUN_VERSION "0.9.0"
 
@@ -65,6 +66,15 @@ static void usage(FILE *f, int max_block) {
         "      --think, --no-think   with --chat: the template's reasoning switch (enable_thinking)\n"
         "      --template-option KEY=VALUE  with --chat: a boolean option of the template (--info\n"
         "                            lists them; repeatable)\n"
+        "server (OpenAI's API over HTTP, docs/server.md):\n"
+        "      --serve [HOST:]PORT   answer /v1/chat/completions, /v1/completions, /v1/models and\n"
+        "                            /health on HOST (default 127.0.0.1) until SIGINT or SIGTERM\n"
+        "      --slots N             requests' choices decoded together, each with its own cache\n"
+        "                            of the context (default 4)\n"
+        "      --api-key KEY         requests must carry 'Authorization: Bearer KEY' (needed for\n"
+        "                            a host other than loopback)\n"
+        "      --max-body BYTES      the largest request body (default 1048576)\n"
+        "      --timeout SECONDS     for a request to arrive, and a client to read (default 10)\n"
         "tool modes (one at a time, then exit):\n"
         "      --tokenize            show the prompt's tokens (coloured on a terminal)\n"
         "      --ids                 with --tokenize: only the ids, even on a terminal\n"
@@ -131,12 +141,15 @@ typedef struct {
     int special;                  /* --special */
     int chat;                     /* --chat */
     ChatOptions chat_options;
+    ServeOptions serve;           /* --serve: address NULL when not serving */
+    int serve_flag_given;         /* a flag of --serve's given */
 } Options;
 
 enum { OPT_BLOCK = 255, OPT_THREADS = 256, OPT_IGNORE_EOS, OPT_TOKENIZE, OPT_IDS, OPT_PERPLEXITY, OPT_ATTENTION,
        OPT_INFO, OPT_LOGITS, OPT_STOP, OPT_KEEP, OPT_REPEAT_PENALTY, OPT_REPEAT_LAST, OPT_NO_ECHO, OPT_VERSION,
        OPT_SAMPLES, OPT_SPECIAL, OPT_CACHE, OPT_CHAT, OPT_SYSTEM, OPT_MESSAGES, OPT_NO_GENERATION_PROMPT,
-       OPT_VERBOSE, OPT_THINK, OPT_NO_THINK, OPT_TEMPLATE_OPTION };
+       OPT_VERBOSE, OPT_THINK, OPT_NO_THINK, OPT_TEMPLATE_OPTION, OPT_SERVE, OPT_SLOTS, OPT_API_KEY, OPT_MAX_BODY,
+       OPT_TIMEOUT };
 
 static void set_mode(Options *o, const char *flag) {
     if (o->mode && strcmp(o->mode, flag) != 0) die("%s and %s are two modes: give one at a time", o->mode, flag);
@@ -234,6 +247,15 @@ static void run_option(Options *o, int opt, const char *arg, char **argv, int ma
                                                        : opt == OPT_NO_THINK ? "enable_thinking=false" : arg;
         break;
     }
+    case OPT_SERVE: set_mode(o, "--serve"); o->serve.address = arg; break;
+    case OPT_SLOTS: o->serve.slots = (int)parse_long("--slots", arg, 1, 256); o->serve_flag_given = 1; break;
+    case OPT_API_KEY:
+        if (!*arg || strlen(arg) > 256) die("--api-key needs a key of 1 to 256 bytes");
+        o->serve.api_key = arg;
+        o->serve_flag_given = 1;
+        break;
+    case OPT_MAX_BODY: o->serve.max_body = (size_t)parse_long("--max-body", arg, 1024, 1L << 30); o->serve_flag_given = 1; break;
+    case OPT_TIMEOUT: o->serve.timeout = parse_double("--timeout", arg, 0.01, 86400, NULL); o->serve_flag_given = 1; break;
     case 'h': usage(stdout, max_block); exit(0);
     case OPT_VERSION:
         printf("run %s (model file format version %u)\n", RUN_VERSION, MODEL_VERSION);
@@ -255,6 +277,11 @@ static void check_combinations(const Options *o) {
     if (o->logits_path && strcmp(o->logits_path, "-") == 0 && isatty(STDOUT_FILENO))
         die("--logits - writes binary float32 numbers, not text: redirect stdout to a file or a pipe, or give a file name");
     if (o->special && o->info) die("--special does nothing with --info (it encodes no text)");
+    if (o->serve_flag_given && !o->serve.address) die("--slots, --api-key, --max-body and --timeout go with --serve");
+    if (o->serve.address && o->chat) die("--serve and --chat are two modes: the server renders each request's messages");
+    if (o->serve.address && o->generation_flag)
+        die("%s does nothing with --serve: each request gives its own sampling options (docs/server.md)", o->generation_flag);
+    if (o->serve.address && o->special) die("--special does nothing with --serve");
     if (o->mode && o->generation_flag) die("%s only affects generation, not %s", o->generation_flag, o->mode);
     /* --info reports the thread count, so it takes --threads */
     if ((o->tokenize || o->info) && o->block_given) die("--block does nothing with %s (it runs no model)", o->mode);
@@ -280,7 +307,8 @@ static void check_combinations(const Options *o) {
 static Options parse_options(int argc, char **argv, int max_block) {
     Options o = {.block = max_block, .cache = CACHE_F16, .chat_options = {.generation_prompt = 1},
                  .gen = {.max_new = 256, .samples = 1, .temperature = 1.0, .top_p = 0.9, .keep = -1, .echo = 1,
-                         .repeat_penalty = 1.0, .repeat_last = 64},};
+                         .repeat_penalty = 1.0, .repeat_last = 64},
+                 .serve = {.slots = 4, .max_body = 1 << 20, .timeout = 10}};
     static const struct option options[] = {
         {"prompt", required_argument, 0, 'i'},
         {"prompt-file", required_argument, 0, 'f'},
@@ -315,6 +343,11 @@ static Options parse_options(int argc, char **argv, int max_block) {
         {"think", no_argument, 0, OPT_THINK},
         {"no-think", no_argument, 0, OPT_NO_THINK},
         {"template-option", required_argument, 0, OPT_TEMPLATE_OPTION},
+        {"serve", required_argument, 0, OPT_SERVE},
+        {"slots", required_argument, 0, OPT_SLOTS},
+        {"api-key", required_argument, 0, OPT_API_KEY},
+        {"max-body", required_argument, 0, OPT_MAX_BODY},
+        {"timeout", required_argument, 0, OPT_TIMEOUT},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, OPT_VERSION},
         {0, 0, 0, 0},

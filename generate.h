@@ -27,7 +27,7 @@
 
 /* What generate() is asked for besides the prompt: the options as the command line gives them
  * (cli.h builds this). */
-typedef struct {
+typedef struct GenerateOptions {
     long max_new;          /* tokens to generate at most, per sample; -1: until the context is full */
     int samples;           /* continuations of the prompt decoded together (--samples) */
     double temperature, top_p; /* the sampler (sampler.h) */
@@ -142,8 +142,9 @@ static void draw_token(const Decoder *d, const GenerateOptions *g, Sequence *s) 
 
 /* ---- the decode step -------------------------------------------------------------------------- */
 
-/* What a run of decode steps shares: the model, the options, where the text goes, what to do
- * at the context's end, the team size's tuning, and the step's scratch. */
+/* What a run of decode steps shares: the model, the options (a sequence may carry its own: a
+ * server's requests each have theirs), where the text goes, what to do at the context's end,
+ * the team size's tuning, and the step's scratch. */
 typedef struct {
     const Decoder *d;
     const GenerateOptions *g;
@@ -205,7 +206,7 @@ static void finish_sequence(Decoding *x, Sequence *s, Finish why) {
  * (the token is to be fed back), 0 when it finished, -1 on error. */
 static int take_token(Decoding *x, Sequence *s, Error *e) {
     const Decoder *d = x->d;
-    const GenerateOptions *g = x->g;
+    const GenerateOptions *g = s->options ? s->options : x->g;
     if (tokenizer_stops(d->tokenizer, (uint32_t)s->next) && !g->ignore_eos) {
         finish_sequence(x, s, FINISH_STOP);
         return 0;
@@ -242,7 +243,7 @@ static int take_token(Decoding *x, Sequence *s, Error *e) {
 static int decode_step(Decoding *x, Sequence **s, int n, Error *e) {
     const Decoder *d = x->d;
     int j, going = 0, fed = 0;
-    SPLIT_FOR(n > 1, schedule(dynamic, 1), (j = 0; j < n; j++), { draw_token(d, x->g, s[j]); });
+    SPLIT_FOR(n > 1, schedule(dynamic, 1), (j = 0; j < n; j++), { draw_token(d, s[j]->options ? s[j]->options : x->g, s[j]); });
     for (j = 0; j < n; j++) {
         int taken = take_token(x, s[j], e);
         if (taken < 0) return -1;

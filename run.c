@@ -5,6 +5,7 @@
  * pointing down:
  *   cli.h           the command line
  *   chat.h          --chat: conversations rendered by the model's own template (json.h: messages)
+ *   server.h        --serve: OpenAI's API over HTTP (api.h: requests read, answers written)
  *   generate.h      generation: samples decoded together, the window past the context
  *   engine.h        the model: the weight file loaded, the run-time state, forward(); it mirrors
  *                   export/model.py's GPT line for line, so the two compare number for number
@@ -248,7 +249,8 @@ int main(int argc, char **argv) {
     check_model_path(o.model_path);
     Transformer transformer;
     Error e;
-    if (!build_transformer(&transformer, o.model_path, o.mode ? 1 : o.gen.samples, o.ctx, o.cache, &e))
+    int n_seq = o.serve.address ? o.serve.slots : o.mode ? 1 : o.gen.samples;
+    if (!build_transformer(&transformer, o.model_path, n_seq, o.ctx, o.cache, &e))
         die("%s", e.message);
     if (transformer.note[0]) fprintf(stderr, "note: %s\n", transformer.note);
     const Config *c = &transformer.config;
@@ -264,6 +266,11 @@ int main(int argc, char **argv) {
             die("'%s' holds only a tokenizer: it can --tokenize but not chat", o.model_path);
         Decoder d = decoder_of(&transformer);
         chat(&d, &transformer.file, &o.chat_options, &o.gen, o.model_path, transformer.load_seconds);
+    }
+    else if (o.serve.address) {
+        if (c->n_layer == 0) die("'%s' holds only a tokenizer: it cannot serve", o.model_path);
+        Decoder d = decoder_of(&transformer);
+        serve(&d, &transformer.file, &o.serve, &o.gen, o.model_path);
     }
     else if (o.tokenize) print_tokens(&transformer, text, text_len, o.gen.encode, o.ids_only);
     else if (c->n_layer == 0)

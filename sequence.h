@@ -64,6 +64,8 @@ typedef struct {
     float *logits;      /* (vocab_size) what its next token is drawn from */
     float *own_logits;  /* (vocab_size) a copy of its own, for logits of a prefill */
     Sampler sampler;    /* its random stream */
+    const struct GenerateOptions *options; /* how it draws and when it stops (generate.h); NULL:
+                                              the decoding's own */
     StopState stop;
     TokenDecoder text;  /* what its tokens print */
     Utf8Hold held;      /* their bytes not yet passed on: an incomplete UTF-8 character */

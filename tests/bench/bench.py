@@ -89,10 +89,12 @@ import json
 import math
 import os
 import re
+import signal
 import statistics
 import struct
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -932,6 +934,93 @@ def llama_cpp_table(runs: int, labels: list[str] | None = None) -> None:
                   f"| {med(rr):.0f} / {med(lr):.0f} |")
 
 
+def server_streams(url: tuple[str, int], bodies: list[dict]) -> list[dict]:
+    """The bodies posted to /v1/completions at once, streamed: per request its start, the
+    arrival time of each chunk, and its usage."""
+    import http.client
+    out: list[dict] = [{} for _ in bodies]
+
+    def one(i: int) -> None:
+        start = time.perf_counter()
+        c = http.client.HTTPConnection(*url, timeout=600)
+        c.request("POST", "/v1/completions", body=json.dumps({**bodies[i], "stream": True,
+                                                               "stream_options": {"include_usage": True}}))
+        r = c.getresponse()
+        times, usage = [], None
+        for line in r:
+            if line.startswith(b"data: {"):
+                chunk = json.loads(line[6:])
+                if chunk.get("usage"):
+                    usage = chunk["usage"]
+                elif chunk["choices"][0]["text"]:
+                    times.append(time.perf_counter())
+        c.close()
+        out[i] = {"start": start, "times": times, "usage": usage}
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(bodies))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out
+
+
+def server_table(runs: int) -> None:
+    """run --serve --slots 8: aggregate generated tok/s of 1, 2, 4, 8 streaming clients at once
+    (128 tokens each after a short prompt, -t 0.8); the time to the first token of a 128-token
+    prompt alone and while 4 other streams decode; and the longest wait between two tokens of 4
+    running streams while a 1,000-token prompt is prefilled beside them, against their median
+    wait. Medians of `runs` rounds (± half the spread)."""
+    medium = gpt2_shape("medium")["q8_0"]
+    _, llama = q4_k_m_files(*GGUF_SHAPES["Llama 768 (rows of 256s)"])
+    print(f"\nrun --serve --slots 8, 2 threads: streaming clients at once, median of {runs} rounds (± half the "
+          "spread); the first token's time (TTFT) of a 128-token prompt; the longest gap between two tokens "
+          "of 4 streams while a 1,000-token prompt is prefilled beside them")
+    counts = (1, 2, 4, 8)
+    print("| model | " + " | ".join(f"{n} client{'s' if n > 1 else ''} tok/s" for n in counts) +
+          " | 8 / 1 | TTFT alone ms | TTFT beside 4 streams ms | stream gap: median / longest ms |")
+    print("|---|" + "---|" * len(counts) + "---|---|---|---|")
+    for name, model in (("GPT-2 medium q8_0", medium), ("Llama 768 Q4_K_M", llama)):
+        p = subprocess.Popen([str(RUN), str(model), "--serve", "127.0.0.1:0", "--slots", "8", "--threads", "2",
+                              "-c", "1200"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE)
+        line = p.stderr.readline().decode()
+        host, port = line.split("http://")[1].split(" ")[0].rsplit(":", 1)
+        url = (host, int(port))
+        long_prompt = prompt_of(model, 1000).read_text(encoding="utf-8", errors="replace")
+        short_prompt = prompt_of(model, 128).read_text(encoding="utf-8", errors="replace")
+        speed: dict[int, list[float]] = {n: [] for n in counts}
+        alone, beside, gaps, longest = [], [], [], []
+        for k in range(runs):
+            for n in (counts if k % 2 == 0 else counts[::-1]):
+                got = server_streams(url, [{"prompt": "The", "max_tokens": 128, "temperature": 0.8, "seed": k * 10 + i}
+                                           for i in range(n)])
+                t0 = min(g["start"] for g in got)
+                t1 = max(g["times"][-1] for g in got if g["times"])
+                speed[n].append(sum(g["usage"]["completion_tokens"] for g in got) / (t1 - t0))
+            got = server_streams(url, [{"prompt": short_prompt, "max_tokens": 1, "seed": k}])
+            alone.append(1000 * (got[0]["times"][0] - got[0]["start"]))
+            streams = [{"prompt": "The", "max_tokens": 200, "seed": 100 + i} for i in range(4)]
+            results: list = []
+            t = threading.Thread(target=lambda: results.append(server_streams(url, streams)))
+            t.start()
+            time.sleep(0.5)
+            got = server_streams(url, [{"prompt": short_prompt, "max_tokens": 1, "seed": k}])
+            beside.append(1000 * (got[0]["times"][0] - got[0]["start"]))
+            time.sleep(0.2)
+            server_streams(url, [{"prompt": long_prompt, "max_tokens": 1, "seed": k}])
+            t.join()
+            waits = [1000 * (b - a) for g in results[0] for a, b in zip(g["times"], g["times"][1:])]
+            gaps.append(statistics.median(waits))
+            longest.append(max(waits))
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=60)
+        med = statistics.median
+        cells = [f"{med(v):.0f} ± {spread(v):.0f}" for v in speed.values()]
+        print(f"| {name} | " + " | ".join(cells) + f" | {med(speed[8]) / med(speed[1]):.1f}x | {med(alone):.0f} ± "
+              f"{spread(alone):.0f} | {med(beside):.0f} ± {spread(beside):.0f} | {med(gaps):.0f} / {med(longest):.0f} |",
+              flush=True)
+
+
 QWEN05 = dict(n_layer=24, n_head=14, n_kv_head=2, n_embd=896, n_hidden=4864, vocab=151936)  # Qwen2.5-0.5B's shape
 
 
@@ -1025,6 +1114,7 @@ def main() -> None:
     ap.add_argument("--skip-chat", action="store_true")
     ap.add_argument("--skip-llama-cpp", action="store_true")
     ap.add_argument("--skip-quantize", action="store_true")
+    ap.add_argument("--skip-server", action="store_true")
     ap.add_argument("--gguf-shapes", default=None,
                     help="the llama.cpp table's models, comma-separated labels (default: all of "
                          f"{', '.join([*GGUF_SHAPES, *ARCH_SHAPES])})")
@@ -1060,6 +1150,8 @@ def main() -> None:
         llama_cpp_table(args.runs, args.gguf_shapes.split(",") if args.gguf_shapes else None)
     if not args.skip_quantize:
         quantize_table(args.runs)
+    if not args.skip_server:
+        server_table(args.runs)
 
 
 if __name__ == "__main__":
