@@ -393,14 +393,29 @@ static int char_class(long cp) {
 typedef struct {
     size_t len; /* bytes */
     int cls;    /* CLASS_* */
+    long cp;    /* the code point, or -1 for an invalid byte */
 } Char;
 
 static Char char_at(const uint8_t *s, size_t n, size_t i) {
-    long cp;
     Char c;
-    c.len = utf8_decode(s + i, n - i, &cp);
-    c.cls = char_class(cp);
+    c.len = utf8_decode(s + i, n - i, &c.cp);
+    c.cls = char_class(c.cp);
     return c;
+}
+
+/* A letter's case for o200k_base (CASE_UPPER, _LOWER, _BOTH or _NONE), as char_class finds a
+ * class. */
+static int char_case(long cp) {
+    if (cp < 0) return CASE_NONE;
+    if (cp < 128) return cp >= 'a' && cp <= 'z' ? CASE_LOWER : cp >= 'A' && cp <= 'Z' ? CASE_UPPER : CASE_NONE;
+    size_t lo = 0, hi = sizeof unicode_cases / sizeof unicode_cases[0];
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if ((uint32_t)cp < unicode_cases[mid].first) hi = mid;
+        else if ((uint32_t)cp > unicode_cases[mid].last) lo = mid + 1;
+        else return unicode_cases[mid].kind;
+    }
+    return CASE_NONE;
 }
 
 /* End of the run of characters of class cls starting at i. */
@@ -490,6 +505,93 @@ static size_t cl100k_piece(const uint8_t *s, size_t n, int max_digits) {
     if (start == 1 || c.cls == CLASS_OTHER) {
         size_t end = run_of(s, n, start, CLASS_OTHER);
         while (end < n && is_newline(s[end])) end++;
+        return end;
+    }
+    /* \s*[\r\n]+ : the whitespace run up to and including its last newline */
+    size_t end = run_of(s, n, 0, CLASS_SPACE);
+    for (size_t j = end; j > 0; j--)
+        if (is_newline(s[j - 1])) return j;
+    return whitespace_piece(s, n); /* \s+(?!\S)|\s+ */
+}
+
+/* ---- o200k_base's pre-tokenizer (GPT-4o's; Phi-4-mini's) ---------------------------- */
+
+/* tiktoken's o200k_base splits by
+ *   [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?
+ *  |[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?
+ *  |\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ * Words split where the case goes from lower to upper ("camelCase" is "camel", "Case"). */
+
+static int upper_ish(int k) { return k == CASE_UPPER || k == CASE_BOTH; }
+static int lower_ish(int k) { return k == CASE_LOWER || k == CASE_BOTH; }
+
+/* The first word alternative from i: the end of its match, or 0. [upper-ish]* takes its
+ * longest run; [lower-ish]+ then takes the run after it, or, when none follows, the regex
+ * backtracks into the run to its last character that is lower-ish too (Lm, Lo, a mark). */
+static size_t o200k_word_first(const uint8_t *s, size_t n, size_t i) {
+    size_t last_both = 0;
+    while (i < n) {
+        Char c = char_at(s, n, i);
+        int k = char_case(c.cp);
+        if (!upper_ish(k)) break;
+        i += c.len;
+        if (k == CASE_BOTH) last_both = i;
+    }
+    size_t end = i;
+    while (end < n) {
+        Char c = char_at(s, n, end);
+        if (!lower_ish(char_case(c.cp))) break;
+        end += c.len;
+    }
+    return end > i ? end : last_both;
+}
+
+/* The second: [upper-ish]+ then [lower-ish]*; the end, or 0. */
+static size_t o200k_word_second(const uint8_t *s, size_t n, size_t i) {
+    size_t start = i;
+    while (i < n) {
+        Char c = char_at(s, n, i);
+        if (!upper_ish(char_case(c.cp))) break;
+        i += c.len;
+    }
+    if (i == start) return 0;
+    while (i < n) {
+        Char c = char_at(s, n, i);
+        if (!lower_ish(char_case(c.cp))) break;
+        i += c.len;
+    }
+    return i;
+}
+
+static size_t o200k_piece(const uint8_t *s, size_t n) {
+    Char c = char_at(s, n, 0);
+    /* [^\r\n\p{L}\p{N}]? before a word: taken when the word then matches, else left out */
+    size_t prefix = !is_newline(s[0]) && c.cls != CLASS_LETTER && c.cls != CLASS_NUMBER ? c.len : 0;
+    for (int alternative = 0; alternative < 2; alternative++) {
+        size_t (*word)(const uint8_t *, size_t, size_t) = alternative ? o200k_word_second : o200k_word_first;
+        size_t end = prefix ? word(s, n, prefix) : 0;
+        if (!end) end = word(s, n, 0);
+        if (end) { /* (?i:'s|'t|'re|'ve|'m|'ll|'d)? */
+            size_t k = end < n && s[end] == '\'' ? contraction_ci(s + end + 1, n - end - 1) : 0;
+            return k ? end + 1 + k : end;
+        }
+    }
+    /* \p{N}{1,3} */
+    if (c.cls == CLASS_NUMBER) {
+        size_t i = 0;
+        for (int k = 0; k < 3 && i < n; k++) {
+            Char d = char_at(s, n, i);
+            if (d.cls != CLASS_NUMBER) break;
+            i += d.len;
+        }
+        return i;
+    }
+    /* ` ?[^\s\p{L}\p{N}]+[\r\n/]*` */
+    size_t start = 0;
+    if (s[0] == ' ' && n > 1 && char_at(s, n, 1).cls == CLASS_OTHER) start = 1;
+    if (start == 1 || c.cls == CLASS_OTHER) {
+        size_t end = run_of(s, n, start, CLASS_OTHER);
+        while (end < n && (is_newline(s[end]) || s[end] == '/')) end++;
         return end;
     }
     /* \s*[\r\n]+ : the whitespace run up to and including its last newline */
@@ -881,6 +983,7 @@ static size_t next_piece(const Tokenizer *t, const uint8_t *text, size_t len, si
     case PRETOK_GPT2: return gpt2_piece(text + at, len - at);
     case PRETOK_CL100K: return cl100k_piece(text + at, len - at, 3);
     case PRETOK_QWEN2: return cl100k_piece(text + at, len - at, 1);
+    case PRETOK_O200K: return o200k_piece(text + at, len - at);
     case PRETOK_DIGITS_GPT2:
         if (at >= *stretch_end) *stretch_end = at + digits_stretch(text + at, len - at);
         return gpt2_piece(text + at, *stretch_end - at);

@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tokenizer_files import folder_eos, sentencepiece_vocab, tokenizer_json_vocab  # noqa: E402
+from tokenizer_files import O200K_PATTERN, folder_eos, sentencepiece_vocab, tokenizer_json_vocab  # noqa: E402
 from output_files import refuse_input_as_output  # noqa: E402
 from weight_file import RANK_NONE, ExportError, TokenizerData, write_model  # noqa: E402
 
@@ -38,6 +38,7 @@ KNOWN_SPECIALS = {
     "cl100k": {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259,
                "<|fim_suffix|>": 100260, "<|endofprompt|>": 100276},
     "gpt2": {"<|endoftext|>": 50256},
+    "o200k": {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
 }
 
 
@@ -83,13 +84,14 @@ def load_ranks(path: Path, kind: str | None) -> TokenizerData:
         ranks = parse_compact(d["bpe_ranks"])
         specials = d.get("special_tokens", {})
         if kind is None:
-            kind = {GPT2_PATTERN: "gpt2", CL100K_PATTERN: "cl100k"}.get(d.get("pat_str"))
+            kind = {GPT2_PATTERN: "gpt2", CL100K_PATTERN: "cl100k", O200K_PATTERN: "o200k"}.get(d.get("pat_str"))
             if kind is None:
-                raise ExportError(f"{path}: its split pattern is neither gpt2's nor cl100k_base's")
+                raise ExportError(f"{path}: its split pattern is not gpt2's, cl100k_base's or o200k_base's")
     else:
         ranks = parse_tiktoken(raw, path)
         if kind is None:
-            kind = "cl100k" if "cl100k" in path.name else "gpt2" if ("gpt2" in path.name or "r50k" in path.name) else None
+            kind = "cl100k" if "cl100k" in path.name else "o200k" if "o200k" in path.name else \
+                "gpt2" if ("gpt2" in path.name or "r50k" in path.name) else None
             if kind is None:
                 raise ExportError(f"{path}: cannot tell the pre-tokenizer from the name; pass --kind")
         specials = KNOWN_SPECIALS[kind]
@@ -127,7 +129,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("tokenizer", type=Path, help="tokenizer.model, tokenizer.json, a .tiktoken file or tiktoken's JSON")
     ap.add_argument("out", type=Path)
-    ap.add_argument("--kind", choices=["gpt2", "cl100k"], help="the pre-tokenizer of tiktoken ranks")
+    ap.add_argument("--kind", choices=["gpt2", "cl100k", "o200k"], help="the pre-tokenizer of tiktoken ranks")
     ap.add_argument("--eos", help="the end-of-text token of a tokenizer.json (its text)")
     args = ap.parse_args()
     try:

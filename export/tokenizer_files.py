@@ -298,6 +298,10 @@ LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,
                 r"\s*[\r\n]+|\s+(?!\S)|\s+")
 QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
                r"\s*[\r\n]+|\s+(?!\S)|\s+")
+# GPT-4o's (tiktoken's o200k_base; Phi-4-mini's tokenizer.json splits by it too)
+O200K_PATTERN = (r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"""
+                 r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"""
+                 r"""\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
 
 
 def describe(node: object) -> str:
@@ -330,8 +334,10 @@ def pre_tokenizer_kind(node: object, where: str) -> str:
                 return "cl100k"
             if pattern == QWEN2_SPLIT:
                 return "qwen2"
+            if pattern == O200K_PATTERN:
+                return "o200k"
     raise ExportError(f"{where}: pre_tokenizer {describe(node)} is not implemented (run.c splits as GPT-2's "
-                      "ByteLevel, SmolLM2's Digits + ByteLevel, Llama 3's and Qwen2's Split + ByteLevel)")
+                      "ByteLevel, SmolLM2's Digits + ByteLevel, Llama 3's, Qwen2's and o200k's Split + ByteLevel)")
 
 
 def bos_of_post_processor(node: object, ids: dict[str, int], where: str) -> int:

@@ -5,9 +5,9 @@ or chat_template.jinja in microsoft/onnxruntime-extensions' test data and huggin
 hold them, two copies agreeing) with a tokenizer of its family and a small random Llama-shaped
 model.
 
-Tokenizers: for the byte-level BPE families (SmolLM2, Qwen2.5, Llama 3.2) a tokenizer.json over
-GPT-2's first 1,500 merges with the family's pre-tokenizer and its special tokens as added
-tokens; for the SentencePiece families (TinyLlama, Llama 2, Phi-3, Mistral v0.3) a SentencePiece
+Tokenizers: for the byte-level BPE families (SmolLM2, Qwen2.5, Llama 3.2, Qwen3, SmolLM3, Llama
+3.1, Phi-4-mini with its o200k_base split) a tokenizer.json over GPT-2's first 1,500 merges with
+the family's pre-tokenizer and its special tokens as added tokens; for the SentencePiece families (TinyLlama, Llama 2, Phi-3, Mistral v0.3) a SentencePiece
 BPE model trained here with Llama's settings (byte fallback, digits split, no normalization, no
 removal of spaces; Mistral's [INST] and [/INST] as control pieces), with the tokenizer.json
 transformers' converter would write for it: the pieces as a BPE vocabulary with byte fallback,
@@ -26,7 +26,7 @@ import torch
 from common import REPO, TMP, GPTConfig, random_model
 from llama_sources import write_hf_folder
 from test_llama import LLAMA, gpt2_files
-from tokenizer_files import LLAMA3_SPLIT, QWEN2_SPLIT
+from tokenizer_files import LLAMA3_SPLIT, O200K_PATTERN, QWEN2_SPLIT
 
 FIXTURES = REPO / "tests" / "fixtures" / "chat"
 SP = "\u2581"
@@ -85,7 +85,7 @@ FAMILIES = {
     "gemma3": dict(template="google-gemma-3-1b-it.jinja", sp="never", control=GEMMA_CONTROL,
                    config={"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>", "unk_token": "<unk>",
                            "add_bos_token": True}, eos=["<eos>", "<end_of_turn>"]),
-    "phi4mini": dict(template="microsoft-Phi-4-mini-instruct.jinja", bpe="llama3", specials=PHI4_SPECIALS,
+    "phi4mini": dict(template="microsoft-Phi-4-mini-instruct.jinja", bpe="o200k", specials=PHI4_SPECIALS,
                      rstrip=["<|system|>", "<|user|>", "<|assistant|>", "<|end|>"],
                      config={"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>",
                              "unk_token": "<|endoftext|>"}, eos=["<|endoftext|>", "<|end|>"]),
@@ -106,7 +106,8 @@ def bpe_tokenizer_json(kind: str, specials: list[str], plain: list[str] = (), rs
     split = lambda p: {"type": "Split", "pattern": {"Regex": p}, "behavior": "Isolated", "invert": False}  # noqa: E731
     pre = {"digits": {"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": True}, level]},
            "qwen2": {"type": "Sequence", "pretokenizers": [split(QWEN2_SPLIT), unsplit]},
-           "llama3": {"type": "Sequence", "pretokenizers": [split(LLAMA3_SPLIT), unsplit]}}[kind]
+           "llama3": {"type": "Sequence", "pretokenizers": [split(LLAMA3_SPLIT), unsplit]},
+           "o200k": {"type": "Sequence", "pretokenizers": [split(O200K_PATTERN), unsplit]}}[kind]
     tokens = [added(len(vocab) + i, s, s in rstrip) for i, s in enumerate(specials)]
     tokens += [added(len(vocab) + len(specials) + i, s, special=False) for i, s in enumerate(plain)]
     return {"version": "1.0", "added_tokens": tokens,

@@ -29,7 +29,7 @@ import pytest
 
 from common import REPO, TMP, run
 from tokenizer_corpus import corpus, records
-from tokenizer_files import LLAMA3_SPLIT, QWEN2_SPLIT, gpt2_byte_decoder
+from tokenizer_files import LLAMA3_SPLIT, O200K_PATTERN, QWEN2_SPLIT, gpt2_byte_decoder
 
 TOKENIZE = REPO / "tests" / "build" / "tokenize_lines"
 EXPORT_TOKENIZER = REPO / "export" / "export_tokenizer.py"
@@ -249,6 +249,9 @@ VARIANTS = {
         split_step(QWEN2_SPLIT), byte_level_step(False)]}, None, False, False, None),
     "llama3_split": ("cl100k", {"type": "Sequence", "pretokenizers": [
         split_step(LLAMA3_SPLIT), byte_level_step(False)]}, None, False, True, "<|begin_of_text|>"),
+    # Phi-4-mini's split (GPT-4o's o200k_base), here over cl100k_base's ranks
+    "o200k_split": ("cl100k", {"type": "Sequence", "pretokenizers": [
+        split_step(O200K_PATTERN), byte_level_step(False)]}, None, False, False, None),
 }
 
 

@@ -1,5 +1,5 @@
 // Reference token ids from OpenAI's tiktoken (npm package: the Rust core compiled to wasm).
-// stdin: JSON {"encoding": "gpt2" | "cl100k_base", "texts": [base64 of UTF-8 text, ...]}
+// stdin: JSON {"encoding": "gpt2" | "cl100k_base" | "o200k_base", "texts": [base64 of UTF-8 text, ...]}
 // stdout: JSON [[ids...], ...] from encode_ordinary (special-token text stays plain text).
 const { get_encoding } = require("tiktoken");
 let input = "";

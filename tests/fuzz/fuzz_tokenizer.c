@@ -1,6 +1,7 @@
 /* libFuzzer target for the tokenizer. The first input byte picks a vocabulary (GPT-2, cl100k, a
  * character vocabulary, a SentencePiece one with a normalization rule and byte fallback, a
- * tokenizer.json one with merges by pairs and NFC, one with SmolLM2's numbers-alone split;
+ * tokenizer.json one with merges by pairs and NFC, one with SmolLM2's numbers-alone split,
+ * o200k_base;
  * tokenizer-only files in $FUZZ_VOCAB_DIR, which `make fuzz` writes) and what to do with the rest:
  *   high bit clear: encode the bytes, then check that the ids are in range and, where the
  *                   tokenizer keeps the text as it is (byte-level BPE without NFC), that
@@ -10,14 +11,14 @@
  * A broken round trip aborts, which libFuzzer reports with the input. */
 #include "../../engine.h"
 
-#define N_VOCABS 6
+#define N_VOCABS 7
 static Transformer vocabs[N_VOCABS];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc; (void)argv;
     const char *dir = getenv("FUZZ_VOCAB_DIR");
     static const char *names[N_VOCABS] = {"gpt2.bin", "cl100k.bin", "char.bin", "sentencepiece.bin",
-                                          "tokenizer_json.bin", "digits.bin"};
+                                          "tokenizer_json.bin", "digits.bin", "o200k.bin"};
     for (int i = 0; i < N_VOCABS; i++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir ? dir : ".", names[i]);

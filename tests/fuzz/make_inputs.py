@@ -3,7 +3,7 @@
 usage: make_inputs.py seeds DIR    write the seed corpora (committed under tests/fuzz/seeds)
        make_inputs.py vocabs DIR   write the vocabularies fuzz_tokenizer loads (gpt2.bin,
                                    cl100k.bin, char.bin, sentencepiece.bin, tokenizer_json.bin,
-                                   digits.bin)
+                                   digits.bin, o200k.bin)
 Seeds for the loader are tiny valid model files covering every switch of the format: GPT-2's
 block as version 1 files (what files written before version 2 are), the Llama family's as
 version 3 and as version 4 (a weight type per tensor, metadata, a stop set, block formats, the
@@ -95,6 +95,8 @@ def vocabs(out: Path) -> None:
     write_model(out / "sentencepiece.bin", None, sentencepiece_like())
     write_model(out / "tokenizer_json.bin", None, tokenizer_json_like())
     write_model(out / "digits.bin", None, tokenizer_json_like("digits_gpt2"))
+    write_model(out / "o200k.bin", None,
+                load_ranks(REPO / "node_modules" / "tiktoken" / "encoders" / "o200k_base.json", None))
 
 
 if __name__ == "__main__":
