@@ -146,7 +146,8 @@ static void print_info(const FileInfo *t, const char *path) {
     printf("file: %s (%zu bytes, format version %u), loaded in %.3f s\n", path, t->file->size,
            h->version, t->load_seconds);
     printf("kernels: %s, %d threads\n", kernels_description(), thread_count());
-    static const char *pretokenizers[PRETOK_COUNT] = {"character", "gpt2", "cl100k", "whole-text", "digits+gpt2", "qwen2", "o200k"};
+    static const char *pretokenizers[PRETOK_COUNT] = {"character", "gpt2", "cl100k", "whole-text", "digits+gpt2",
+                                                      "qwen2", "o200k", "o200k (llama.cpp's ASCII case)"};
     const Tokenizer *tok = t->tokenizer;
     const char *merging = tok->flags & TOK_SENTENCEPIECE ? "SentencePiece BPE"
                         : tok->flags & TOK_MERGE_PAIRS ? "byte-level BPE by merge list"

@@ -133,7 +133,9 @@
  *                            whole text, SentencePiece), PRETOK_DIGITS_GPT2 (each ASCII digit
  *                            alone, GPT-2's split between them: SmolLM2), PRETOK_QWEN2 (cl100k's
  *                            split with numbers one digit at a time), PRETOK_O200K (GPT-4o's
- *                            o200k_base: words split by case; Phi-4-mini); tokenizer.c spells out each
+ *                            o200k_base: words split by case; Phi-4-mini), PRETOK_O200K_ASCII
+ *                            (the same as llama.cpp splits a GGUF's "gpt-4o": the case of A-Z
+ *                            and a-z alone); tokenizer.c spells out each
  *   eot_id                   end-of-text token id, or -1 when the vocabulary has none
  *   bytes_size               length of the byte blob
  *   ranks[n_tokens]          merge rank of each token (by rank of the concatenation: tiktoken's

@@ -525,14 +525,24 @@ static size_t cl100k_piece(const uint8_t *s, size_t n, int max_digits) {
 static int upper_ish(int k) { return k == CASE_UPPER || k == CASE_BOTH; }
 static int lower_ish(int k) { return k == CASE_LOWER || k == CASE_BOTH; }
 
+/* A character's case in a word: Unicode's; or, as llama.cpp splits a GGUF's "gpt-4o" (ascii),
+ * A-Z upper, a-z lower, every other letter both and the marks not letters at all (its
+ * pattern: ((?=[\p{L}])([^a-z]))* ((?=[\p{L}])([^A-Z]))+). */
+static int word_case(const Char *c, int ascii) {
+    if (!ascii) return char_case(c->cp);
+    if (c->cp >= 'a' && c->cp <= 'z') return CASE_LOWER;
+    if (c->cp >= 'A' && c->cp <= 'Z') return CASE_UPPER;
+    return c->cls == CLASS_LETTER ? CASE_BOTH : CASE_NONE;
+}
+
 /* The first word alternative from i: the end of its match, or 0. [upper-ish]* takes its
  * longest run; [lower-ish]+ then takes the run after it, or, when none follows, the regex
  * backtracks into the run to its last character that is lower-ish too (Lm, Lo, a mark). */
-static size_t o200k_word_first(const uint8_t *s, size_t n, size_t i) {
+static size_t o200k_word_first(const uint8_t *s, size_t n, size_t i, int ascii) {
     size_t last_both = 0;
     while (i < n) {
         Char c = char_at(s, n, i);
-        int k = char_case(c.cp);
+        int k = word_case(&c, ascii);
         if (!upper_ish(k)) break;
         i += c.len;
         if (k == CASE_BOTH) last_both = i;
@@ -540,39 +550,40 @@ static size_t o200k_word_first(const uint8_t *s, size_t n, size_t i) {
     size_t end = i;
     while (end < n) {
         Char c = char_at(s, n, end);
-        if (!lower_ish(char_case(c.cp))) break;
+        if (!lower_ish(word_case(&c, ascii))) break;
         end += c.len;
     }
     return end > i ? end : last_both;
 }
 
 /* The second: [upper-ish]+ then [lower-ish]*; the end, or 0. */
-static size_t o200k_word_second(const uint8_t *s, size_t n, size_t i) {
+static size_t o200k_word_second(const uint8_t *s, size_t n, size_t i, int ascii) {
     size_t start = i;
     while (i < n) {
         Char c = char_at(s, n, i);
-        if (!upper_ish(char_case(c.cp))) break;
+        if (!upper_ish(word_case(&c, ascii))) break;
         i += c.len;
     }
     if (i == start) return 0;
     while (i < n) {
         Char c = char_at(s, n, i);
-        if (!lower_ish(char_case(c.cp))) break;
+        if (!lower_ish(word_case(&c, ascii))) break;
         i += c.len;
     }
     return i;
 }
 
-static size_t o200k_piece(const uint8_t *s, size_t n) {
+static size_t o200k_piece(const uint8_t *s, size_t n, int ascii) {
     Char c = char_at(s, n, 0);
     /* [^\r\n\p{L}\p{N}]? before a word: taken when the word then matches, else left out */
     size_t prefix = !is_newline(s[0]) && c.cls != CLASS_LETTER && c.cls != CLASS_NUMBER ? c.len : 0;
     for (int alternative = 0; alternative < 2; alternative++) {
-        size_t (*word)(const uint8_t *, size_t, size_t) = alternative ? o200k_word_second : o200k_word_first;
-        size_t end = prefix ? word(s, n, prefix) : 0;
-        if (!end) end = word(s, n, 0);
-        if (end) { /* (?i:'s|'t|'re|'ve|'m|'ll|'d)? */
+        size_t (*word)(const uint8_t *, size_t, size_t, int) = alternative ? o200k_word_second : o200k_word_first;
+        size_t end = prefix ? word(s, n, prefix, ascii) : 0;
+        if (!end) end = word(s, n, 0, ascii);
+        if (end) { /* (?i:'s|'t|'re|'ve|'m|'ll|'d)? (llama.cpp's: '[sS]|'[tT]|..., ASCII only) */
             size_t k = end < n && s[end] == '\'' ? contraction_ci(s + end + 1, n - end - 1) : 0;
+            if (ascii && k && s[end + 1] >= 0x80) k = 0;
             return k ? end + 1 + k : end;
         }
     }
@@ -983,7 +994,8 @@ static size_t next_piece(const Tokenizer *t, const uint8_t *text, size_t len, si
     case PRETOK_GPT2: return gpt2_piece(text + at, len - at);
     case PRETOK_CL100K: return cl100k_piece(text + at, len - at, 3);
     case PRETOK_QWEN2: return cl100k_piece(text + at, len - at, 1);
-    case PRETOK_O200K: return o200k_piece(text + at, len - at);
+    case PRETOK_O200K: return o200k_piece(text + at, len - at, 0);
+    case PRETOK_O200K_ASCII: return o200k_piece(text + at, len - at, 1);
     case PRETOK_DIGITS_GPT2:
         if (at >= *stretch_end) *stretch_end = at + digits_stretch(text + at, len - at);
         return gpt2_piece(text + at, *stretch_end - at);

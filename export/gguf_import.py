@@ -96,6 +96,7 @@ PRE_TOKENIZERS = {
                                                   "stablelm2", "hunyuan", "solar-open")},
     **{name: ("digits_gpt2", False, False) for name in ("smollm", "starcoder", "refact", "command-r", "codeshell",
                                                          "exaone", "minerva-7b", "mellum2")},
+    "gpt-4o": ("o200k_ascii", False, False),  # Phi-4-mini's; llama.cpp's own approximation of o200k_base
 }
 
 # llama.cpp's token types (llama.h's enum llama_token_type)

@@ -54,7 +54,7 @@ NORM_BEFORE, NORM_AFTER = 1, 2
 # kernels/types.h's WT_*, from weight_types.py's one list: name -> id
 WEIGHT_TYPES = {t.name: t.id for t in TYPES}
 WT_F32, WT_Q8_0, WT_Q4_0 = WEIGHT_TYPES["f32"], WEIGHT_TYPES["q8_0"], WEIGHT_TYPES["q4_0"]
-PRETOK = {"char": 0, "gpt2": 1, "cl100k": 2, "whole": 3, "digits_gpt2": 4, "qwen2": 5, "o200k": 6}
+PRETOK = {"char": 0, "gpt2": 1, "cl100k": 2, "whole": 3, "digits_gpt2": 4, "qwen2": 5, "o200k": 6, "o200k_ascii": 7}
 # the tokenizer section's flags and token kinds (model.h)
 TOK_MERGE_PAIRS, TOK_WHOLE_PIECES, TOK_SENTENCEPIECE, TOK_BYTE_FALLBACK = 1, 2, 4, 8
 TOK_DUMMY_PREFIX, TOK_REMOVE_EXTRA_SPACES, TOK_NFC = 16, 32, 64
@@ -97,7 +97,7 @@ def unpack_header(raw: bytes) -> dict:
 
 @dataclass
 class TokenizerData:
-    kind: str                 # the pre-tokenizer: "char", "gpt2", "cl100k", "whole", "digits_gpt2", "qwen2", "o200k"
+    kind: str                 # the pre-tokenizer: "char", "gpt2", "cl100k", "whole", "digits_gpt2", "qwen2", "o200k", "o200k_ascii"
     tokens: list[bytes]       # id -> bytes (what the token prints; a control token's name)
     ranks: list[int]          # id -> merge rank, RANK_NONE for tokens merging never produces
     eot_id: int               # -1 when there is none

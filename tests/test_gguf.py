@@ -298,7 +298,7 @@ def assigned_in_15_0() -> frozenset[int]:
 
 
 @pytest.mark.parametrize("arch,pre", [("gpt2", "gpt-2"), ("llama", "llama-bpe"), ("qwen2", "qwen2"),
-                                      ("llama", "smollm")])
+                                      ("llama", "smollm"), ("phi3", "gpt-4o")])
 def test_every_character_is_split_as_llama_cpp_splits_it(arch: str, pre: str) -> None:
     """Every code point of planes 0-3 and 14 after a letter, a number, a punctuation mark and a
     space, through the probe vocabulary. They part only on characters Unicode assigned after 15.0:
@@ -322,6 +322,18 @@ def test_every_character_is_split_as_llama_cpp_splits_it(arch: str, pre: str) ->
     print(f"{pre}: {len(code_points) - len(differ):,} / {len(code_points):,} code points split as llama.cpp splits "
           f"them; the {len(differ):,} others are characters Unicode assigned after 15.0")
     assert not older, f"{len(older)} characters of Unicode 15.0 split otherwise: {' '.join(older[:40])}"
+
+
+def test_gpt_4o_split_of_the_corpus_equals_llama_cpps() -> None:
+    """Phi-4-mini's GGUF split ("gpt-4o": llama.cpp's approximation of o200k_base, the case of
+    A-Z and a-z alone) on the suite's texts and o200k_base's case rules, through the probe
+    vocabulary, where every split shows in the ids."""
+    from test_tokenizer import O200K_CASES
+    gguf, out = probe_gguf("phi3", "gpt-4o")
+    texts = [t for t in corpus_texts() if valid_utf8(t)] + [t.encode() for t in O200K_CASES]
+    ours, theirs = c_encode(out, texts), llama_tokenize(gguf, texts)
+    differ = [texts[i][:60] for i, (a, b) in enumerate(zip(ours, theirs)) if a != b]
+    assert len(texts) > 3000 and not differ, f"{len(differ)} of {len(texts)} differ, first {differ[:3]}"
 
 
 @pytest.mark.parametrize("name", MODELS)

@@ -167,7 +167,7 @@ def variants(base: bytes) -> list[tuple[str, bytes]]:
     second = struct.unpack_from("<Q", base, entry0 + 64 + 48)[0]
     out.append(("tensors overlap", patched(base, "<Q", entry0 + 48, second)))
     # a bad tokenizer section (valid checksum)
-    for name, off, values in [("n_tokens", 0, (0, 1, 10**6, 0xFFFFFFFF)), ("pretokenizer", 4, (7, 0xFFFFFFFF)),
+    for name, off, values in [("n_tokens", 0, (0, 1, 10**6, 0xFFFFFFFF)), ("pretokenizer", 4, (8, 0xFFFFFFFF)),
                               ("eot_id", 8, (10**6, 0x7FFFFFFF, 0xFFFFFFFE)), ("bytes_size", 12, (0, 1, 0xFFFFFFFF))]:
         for v in values:
             out.append((f"tokenizer {name} = {v}", patched(base, "<I", tok_off + off, v)))
