@@ -419,11 +419,18 @@ def in_rows(m: Matrix | np.ndarray, order: np.ndarray) -> Matrix:
 
 
 def refuse_unconverted(g: GGUFFile) -> None:
-    """Every tensor of a type we do not convert, listed with its type, in one line."""
-    others = [f"{shown(t.name)} ({t.type_name})" for t in g.tensors.values() if t.type_name not in CONVERTED]
+    """The tensors of types we do not convert, in one line: how many of each type, then each one
+    with its type (the first 12)."""
+    others = [t for t in g.tensors.values() if t.type_name not in CONVERTED]
     if others:
-        listed = ", ".join(others[:12]) + (f" and {len(others) - 12} more" if len(others) > 12 else "")
-        raise GGUFError(f"{g.path}: tensors of types not converted ({', '.join(CONVERTED)} are): {listed}")
+        counts: dict[str, int] = {}
+        for t in others:
+            counts[t.type_name] = counts.get(t.type_name, 0) + 1
+        by_type = ", ".join(f"{n} of {name}" for name, n in sorted(counts.items(), key=lambda x: -x[1]))
+        named = [f"{shown(t.name)} ({t.type_name})" for t in others]
+        listed = ", ".join(named[:12]) + (f" and {len(named) - 12} more" if len(named) > 12 else "")
+        raise GGUFError(f"{g.path}: {len(others)} tensors of types not converted ({by_type}; {', '.join(CONVERTED)} "
+                        f"are): {listed}")
 
 
 def gguf_tensors(g: GGUFFile, arch: str, c: GPTConfig) -> tuple[dict[str, Matrix | np.ndarray], dict[int, list]]:

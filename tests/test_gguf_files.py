@@ -329,16 +329,17 @@ def test_what_is_not_run_is_refused_naming_it(case: str) -> None:
 
 
 def test_tensors_of_types_not_converted_are_listed() -> None:
-    """The feed-forward matrices as Q4_1 (type 3, 20 bytes a block of 32): each one named, with
-    its type, in one line."""
+    """The feed-forward matrices as Q4_1 (type 3, 20 bytes a block of 32): counted by type, each
+    one named with its type, in one line."""
     g = tiny_gguf()
     for i, (name, ggml_type, shape, data) in enumerate(g.tensors):
         if name in ("blk.0.ffn_gate.weight", "blk.0.ffn_up.weight", "blk.0.ffn_down.weight"):
             g.tensors[i] = (name, 3, shape, bytes(shape[0] * shape[1] // 32 * 20))
     path = g.write(TMP / "gguf_q4_1.gguf")
     got = one_line_error(lambda: read_gguf_model(path))
-    assert got.endswith("tensors of types not converted (F32, Q8_0, Q4_0, Q5_0, Q4_K, Q6_K, Q5_K, Q5_1, F16, BF16 "
-                        "are): blk.0.ffn_gate.weight (Q4_1), blk.0.ffn_up.weight (Q4_1), blk.0.ffn_down.weight (Q4_1)"), got
+    assert got.endswith("3 tensors of types not converted (3 of Q4_1; F32, Q8_0, Q4_0, Q5_0, Q4_K, Q6_K, Q5_K, Q5_1, "
+                        "F16, BF16 are): blk.0.ffn_gate.weight (Q4_1), blk.0.ffn_up.weight (Q4_1), "
+                        "blk.0.ffn_down.weight (Q4_1)"), got
 
 
 @pytest.mark.parametrize("change,message", [
