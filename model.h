@@ -228,9 +228,9 @@
  * weight types' layouts are kernels/types.h's: f32, q8_0 (int8 quants, then a float32 scale per
  * 32 along a row), q4_0 (4-bit quants two to a byte, then the scales; export.py makes a group's
  * largest magnitude quant -8: scale = that value / -8); and GGUF's formats exactly as a GGUF file
- * stores them (ggml's block structs, rows of whole blocks): q5_0, q5_1 (blocks of 32 values), q4_k,
- * q5_k, q6_k (super-blocks of 256), f16 and bf16 (version 4 only). The loader refuses a block
- * whose binary16 scale is infinite or NaN.
+ * stores them (ggml's block structs, rows of whole blocks): q5_0, q5_1, q4_1, iq4_nl (blocks of 32
+ * values), q4_k, q5_k, q6_k, iq4_xs (super-blocks of 256), f16 and bf16 (version 4 and later).
+ * The loader refuses a block whose binary16 scale is infinite or NaN.
  */
 #ifndef MODEL_H
 #define MODEL_H

@@ -1,5 +1,6 @@
-"""GGUF's block formats (q5_0, q5_1, q4_k, q5_k, q6_k) and its 16-bit ones (f16, bf16), as
-kernels/types.h stores them: quantizers that follow llama.cpp's reference quantizers step for
+"""GGUF's block formats (q5_0, q5_1, q4_k, q5_k, q6_k; read only: q4_1, iq4_nl, iq4_xs) and its
+16-bit ones (f16, bf16), as kernels/types.h stores them: quantizers that follow llama.cpp's
+reference quantizers step for
 step in float32 (quantize_row_*_ref of ggml-quants.c: the same searches, the same float32
 operations in the same order, the same rounding), and dequantizers that compute exactly what
 ggml's dequantize_row_* computes. No imatrix: the quantizers llama-quantize uses without one.
@@ -26,7 +27,10 @@ from weight_types import GGUF_LAYOUT
 # f16 and bf16 are one value of 2 bytes
 FORMATS = GGUF_LAYOUT
 # name -> the byte offsets of each block's binary16 scales (d, and dmin or m), as kernels/types.h's checks
-SCALES = {"q5_0": (0,), "q5_1": (0, 2), "q4_k": (0, 2), "q5_k": (0, 2), "q6_k": (208,)}
+SCALES = {"q5_0": (0,), "q5_1": (0, 2), "q4_k": (0, 2), "q5_k": (0, 2), "q6_k": (208,), "q4_1": (0, 2),
+          "iq4_nl": (0,), "iq4_xs": (0,)}
+# iq4_nl's and iq4_xs's 16 levels (ggml-common.h's kvalues_iq4nl)
+IQ4_LEVELS = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], np.int64)
 GROUP_MAX_EPS = np.float32(1e-15)  # ggml: a group whose largest magnitude is below this is all zero
 
 F32 = np.float32
@@ -378,10 +382,29 @@ def k_scales(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return sc, m
 
 
-def numbers(blocks: np.ndarray, fmt: str) -> np.ndarray:
-    """Each value's integer (blocks, block): q5_0's and q5_1's and the k formats' unsigned
-    numbers, q6_k's number - 32."""
+def nibbles(qs: np.ndarray) -> np.ndarray:
+    """The 32 numbers of each group's 16 bytes (groups, 16): the low nibbles, then the high ones."""
+    return np.concatenate([qs & 15, qs >> 4], axis=1)
+
+
+def iq4_xs_scales(blocks: np.ndarray) -> np.ndarray:
+    """iq4_xs's 6-bit scales (blocks, 8), not yet less 32."""
     b = blocks.astype(np.int64)
+    high = b[:, 2] | b[:, 3] << 8
+    low = np.stack([(b[:, 4 + g // 2] >> 4 * (g % 2)) & 15 for g in range(8)], axis=1)
+    return low | (((high[:, None] >> (2 * np.arange(8))) & 3) << 4)
+
+
+def numbers(blocks: np.ndarray, fmt: str) -> np.ndarray:
+    """Each value's integer (blocks, block): q5_0's, q5_1's, q4_1's and the k formats' unsigned
+    numbers, q6_k's number - 32, iq4_nl's and iq4_xs's levels."""
+    b = blocks.astype(np.int64)
+    if fmt == "q4_1":
+        return nibbles(b[:, 4:20])
+    if fmt == "iq4_nl":
+        return IQ4_LEVELS[nibbles(b[:, 2:18])]
+    if fmt == "iq4_xs":
+        return IQ4_LEVELS[nibbles(b[:, 8:136].reshape(-1, 16))].reshape(-1, 256)
     if fmt in ("q5_0", "q5_1"):
         at = 2 if fmt == "q5_0" else 4
         qh = np.ascontiguousarray(blocks[:, at:at + 4]).view("<u4")[:, 0].astype(np.int64)
@@ -410,8 +433,13 @@ def parts(raw: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarray]:
     q = numbers(blocks, fmt).astype(np.float64)
     if fmt == "q5_0":
         return (q - 16) * halves(blocks, 0)[:, None], np.zeros_like(q)
-    if fmt == "q5_1":
+    if fmt in ("q5_1", "q4_1"):
         return q * halves(blocks, 0)[:, None], np.repeat(-halves(blocks, 2)[:, None].astype(np.float64), 32, axis=1)
+    if fmt == "iq4_nl":
+        return q * halves(blocks, 0)[:, None], np.zeros_like(q)
+    if fmt == "iq4_xs":
+        scale = halves(blocks, 0)[:, None].astype(np.float64) * (iq4_xs_scales(blocks) - 32)
+        return np.repeat(scale, 32, axis=1) * q, np.zeros_like(q)
     if fmt == "q6_k":
         sc = np.repeat(blocks[:, 192:208].view(np.int8).astype(np.float64), 16, axis=1)
         return halves(blocks, 208)[:, None] * sc * q, np.zeros_like(q)
@@ -433,8 +461,13 @@ def dequantize(raw: bytes | np.ndarray, fmt: str, shape: tuple) -> np.ndarray:
     with np.errstate(over="ignore", invalid="ignore"):
         if fmt == "q5_0":
             out = ((q - F32(16)) * halves(blocks, 0)[:, None]).astype(F32)
-        elif fmt == "q5_1":
+        elif fmt in ("q5_1", "q4_1"):
             out = ((q * halves(blocks, 0)[:, None]).astype(F32) + halves(blocks, 2)[:, None]).astype(F32)
+        elif fmt == "iq4_nl":
+            out = (halves(blocks, 0)[:, None] * q).astype(F32)
+        elif fmt == "iq4_xs":
+            scale = (halves(blocks, 0)[:, None] * (iq4_xs_scales(blocks) - 32).astype(F32)).astype(F32)
+            out = (np.repeat(scale, 32, axis=1) * q).astype(F32)
         elif fmt == "q6_k":
             sc = np.repeat(blocks[:, 192:208].view(np.int8).astype(F32), 16, axis=1)
             out = ((halves(blocks, 208)[:, None] * sc).astype(F32) * q).astype(F32)

@@ -76,7 +76,8 @@ from output_files import refuse_input_as_output  # noqa: E402
 from source_checkpoint import load_nanogpt, load_own, read_checkpoint  # noqa: E402
 from source_hf import load_hf  # noqa: E402
 from source_llama2c import LLAMA2C_MAGIC, llama2c_bin_layout, load_llama2c_bin, load_llama2c_checkpoint  # noqa: E402
-from weight_file import MAGIC, WEIGHT_TYPES, ExportError, TokenizerData, read_weights, write_model  # noqa: E402
+from weight_file import MAGIC, ExportError, TokenizerData, read_weights, write_model  # noqa: E402
+from weight_types import WRITTEN  # noqa: E402
 
 # PyTorch is imported only where a source needs it (a checkpoint or pytorch_model.bin is a
 # torch.save file); GGUF files, safetensors folders, llama2.c .bin files and our own files convert
@@ -176,7 +177,7 @@ def main() -> None:
                                    "Face folder of GPT-2, Llama, Qwen2, Mistral, Qwen3, SmolLM3, Granite, OLMo 2, "
                                    "Gemma 2 or 3 or Phi-3, or a GGUF file")
     ap.add_argument("out", help="the weight file to write")
-    ap.add_argument("--dtype", type=str.lower, choices=[*WEIGHT_TYPES, *MIXES], default=None,
+    ap.add_argument("--dtype", type=str.lower, choices=[*WRITTEN, *MIXES], default=None,
                     help="weight type: f32 (the default), q8_0 (int8 matrices, one scale per 32 values), q4_0 "
                          "(4-bit, one scale per 32), GGUF's q5_0, q5_1, q4_k, q5_k, q6_k, f16, bf16, or llama.cpp's "
                          "mixes q4_k_m and q5_k_m (a type per matrix as llama-quantize chooses it); llama.cpp's "

@@ -67,12 +67,12 @@ from architectures import layer_name, model_name  # noqa: E402
 from config import BIAS_ALL, BIAS_ATTN_OUT, BIAS_FFN, BIAS_QKV, GPTConfig, Weights, weights_of  # noqa: E402
 from progress import Progress  # noqa: E402
 from tokenizer_files import gpt2_byte_decoder  # noqa: E402
-from weight_types import TYPES as WEIGHT_TYPE_LIST  # noqa: E402
+from weight_types import TYPES as WEIGHT_TYPE_LIST, WRITTEN  # noqa: E402
 from mixes import MIXES, dtype_type  # noqa: E402
 from quantizers import BlockMatrix, QuantizedMatrix, same_type, stack_rows, stored_size, tensor_data, type_block  # noqa: E402
 from weight_file import (MATRICES, MAX_STOP, QKV_PARTS, RANK_NONE, TOK_BYTE_FALLBACK, TOK_DUMMY_PREFIX,  # noqa: E402
                          TOK_MERGE_PAIRS, TOK_SENTENCEPIECE, TOK_WHOLE_PIECES, TOKEN_BYTE, TOKEN_CONTROL, TOKEN_NORMAL,
-                         TOKEN_SPECIAL, TOKEN_UNKNOWN, WEIGHT_TYPES, TokenizerData, Deferred, Written, base_name,
+                         TOKEN_SPECIAL, TOKEN_UNKNOWN, TokenizerData, Deferred, Written, base_name,
                          entry_names, write_file)
 
 ARCHITECTURES = ("llama", "qwen2", "gpt2", "qwen3", "smollm3", "granite", "olmo2", "gemma2", "gemma3", "phi3")
@@ -848,9 +848,9 @@ def choose_type(name: str, tensor: Matrix | np.ndarray, dtype: str | None, tenso
     wanted = next((t for pattern, t in tensor_types.items() if fnmatch.fnmatchcase(name, pattern)), None)
     if wanted is None and dtype is not None:
         wanted = dtype_type(dtype, name, base_name(name), tensor.shape[-1], c.n_layer, c.tied_head)
+    if wanted is not None and wanted.removesuffix("_ggml") not in WRITTEN:
+        raise GGUFError(f"unknown weight type {wanted!r} for {name}: choose from {', '.join([*WRITTEN, *MIXES])}")
     wanted = wanted or has
-    if wanted.removesuffix("_ggml") not in WEIGHT_TYPES:
-        raise GGUFError(f"unknown weight type {wanted!r} for {name}: choose from {', '.join([*WEIGHT_TYPES, *MIXES])}")
     floating = has in ("f32", "f16", "bf16")
     if not floating and wanted not in (has, "f32") and not (has in ("q4_0", "q5_0") and wanted == "q8_0"):
         raise GGUFError(f"tensor {name} is {has} in the GGUF: {wanted} would quantize llama.cpp's numbers again "

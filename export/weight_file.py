@@ -26,7 +26,7 @@ import block_formats  # noqa: E402
 from mixes import MIXES, dtype_type  # noqa: E402
 from progress import Progress  # noqa: E402
 from quantizers import stored_size, tensor_data, type_block, unpack_q4  # noqa: E402
-from weight_types import QUANT_GROUP, TYPES  # noqa: E402
+from weight_types import QUANT_GROUP, TYPES, WRITTEN  # noqa: E402
 
 if TYPE_CHECKING:  # the PyTorch reference, imported only by read_model
     from model import GPT
@@ -400,8 +400,8 @@ def entry_types(entries: list[tuple[str, str, np.ndarray]], dtype: str, tensor_t
     import fnmatch
     types = []
     for pattern, chosen in (tensor_types or {}).items():
-        if chosen not in WEIGHT_TYPES:
-            raise ExportError(f"unknown weight type {chosen!r} for {pattern}: choose from {', '.join(WEIGHT_TYPES)}")
+        if chosen not in WRITTEN:
+            raise ExportError(f"unknown weight type {chosen!r} for {pattern}: choose from {', '.join(WRITTEN)}")
     for name, base, arr in entries:
         wtype = dtype_type(dtype, name, base, arr.shape[-1], n_layer, tied) if base in MATRICES else "f32"
         for pattern, chosen in (tensor_types or {}).items():
@@ -577,8 +577,8 @@ def write_model(out: Path, model: "Weights | GPT | None", tok: TokenizerData, dt
         qkv_apart = c is not None and dtype in MIXES and c.ffn == "swiglu"
     if c is not None and len(tok.tokens) != c.vocab_size:
         raise ExportError(f"tokenizer has {len(tok.tokens)} tokens but the model's vocab_size is {c.vocab_size}")
-    if dtype not in WEIGHT_TYPES and dtype not in MIXES:
-        raise ExportError(f"unknown weight type {dtype!r}: choose from {', '.join([*WEIGHT_TYPES, *MIXES])}")
+    if dtype not in WRITTEN and dtype not in MIXES:
+        raise ExportError(f"unknown weight type {dtype!r}: choose from {', '.join([*WRITTEN, *MIXES])}")
     tensors = file_tensors(model) if model is not None else []
     progress = Progress(len(tensors), sum(arr.nbytes for _, arr in tensors), quiet)
     table = model_table(c, tensors, dtype, version, tensor_types, metadata, qkv_apart, progress)

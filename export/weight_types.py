@@ -32,10 +32,16 @@ TYPES = (
     WeightType("q5_1", 7, 32, 24, "Q5_1"),
     WeightType("f16", 8, 1, 0, "F16"),
     WeightType("bf16", 9, 1, 0, "BF16"),
+    WeightType("q4_1", 10, 32, 20, "Q4_1"),
+    WeightType("iq4_nl", 11, 32, 18, "IQ4_NL"),
+    WeightType("iq4_xs", 12, 256, 136, "IQ4_XS"),
 )
 assert [t.id for t in TYPES] == list(range(len(TYPES)))
 
 BY_NAME = {t.name: t for t in TYPES}
+# the types read from GGUF files block for block but not written by our quantizers (--dtype)
+READ_ONLY = ("q4_1", "iq4_nl", "iq4_xs")
+WRITTEN = tuple(t.name for t in TYPES if t.name not in READ_ONLY)
 QUANT_GROUP = 32  # values per scale in a q8_0 or q4_0 matrix: the header's group_size
 # the types stored as a GGUF stores them: name -> (values per block, bytes per block); the
 # 16-bit ones are one value of 2 bytes

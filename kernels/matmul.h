@@ -23,6 +23,7 @@
 
 #include "f32.h"
 #include "half.h"
+#include "iq4.h"
 #include "matrix.h"
 #include "q4_0.h"
 #include "q4_k.h"

@@ -39,7 +39,11 @@
  *       quant x xq (q5_0's quant: its 5-bit number - 16), ws_g the group's scale (q5_0's
  *       binary16 d as float32).
  *     q5_1: dot_g the sum of its 5-bit numbers (0..31) x xq; acc = fma(dot_g, d_g * xs_g, acc),
- *       then acc = fma(s_g, m_g * xs_g, acc), group after group.
+ *       then acc = fma(s_g, m_g * xs_g, acc), group after group; q4_1 the same with its 4-bit
+ *       numbers.
+ *     iq4_nl, iq4_xs: dot_g the sum of the levels its nibbles index x xq; acc = fma(dot_g,
+ *       ws_g * xs_g, acc) group after group, ws_g the binary16 d (iq4_xs: d * (ls_g - 32),
+ *       exact).
  *     q4_k, q5_k: per super-block of 8 groups (sub-blocks with 6-bit scales sc_g and mins m_g,
  *       binary16 d and dmin as float32): dot_g the sum of its 4- or 5-bit numbers x xq; dsum =
  *       fma chain over the 8 groups of (sc_g dot_g) * xs_g, msum = fma chain over them of

@@ -38,6 +38,14 @@
  *         nibble for k < 2, high for k >= 2) and bits 2k, 2k + 1 of qh[32h + l] above them; value
  *         = (d * scales[i / 16]) * (q - 32) for value i.
  *   f16   n IEEE binary16 numbers; bf16: n bfloat16 numbers (a float32's upper 16 bits).
+ *   q4_1  32 values in 20 bytes {f16 d; f16 m; u8 qs[16]}: value j < 16 has the low nibble q
+ *         of qs[j], value j + 16 its high nibble; value = q * d + m.
+ *   iq4_nl  32 values in 18 bytes {f16 d; u8 qs[16]}: nibbles as q4_1's, each an index into
+ *         ggml's 16 non-linear levels (kvalues_iq4nl); value = d * level.
+ *   iq4_xs  256 values in 136 bytes {f16 d; u16 scales_h; u8 scales_l[4]; u8 qs[128]}: 8
+ *         sub-blocks of 32, sub-block b with the 6-bit scale ls = nibble b % 2 of scales_l[b /
+ *         2] and bits 2b, 2b + 1 of scales_h above it, its nibbles at qs[16b..] as iq4_nl's;
+ *         value = (d * (ls - 32)) * level.
  */
 #if defined(__clang__) /* the row reads are exact without it; clang would fuse a * b - c */
 #pragma STDC FP_CONTRACT OFF
@@ -60,7 +68,9 @@
     X(F32, f32, 1, 0) X(Q8_0, q8_0, QUANT_GROUP, 0) X(Q4_0, q4_0, QUANT_GROUP, 0)                    \
     X(Q5_0, q5_0, QUANT_GROUP, Q5_0_BYTES) X(Q4_K, q4_k, SUPER_BLOCK, Q4_K_BYTES)                     \
     X(Q6_K, q6_k, SUPER_BLOCK, Q6_K_BYTES) X(Q5_K, q5_k, SUPER_BLOCK, Q5_K_BYTES)                     \
-    X(Q5_1, q5_1, QUANT_GROUP, Q5_1_BYTES) X(F16, f16, 1, 0) X(BF16, bf16, 1, 0)
+    X(Q5_1, q5_1, QUANT_GROUP, Q5_1_BYTES) X(F16, f16, 1, 0) X(BF16, bf16, 1, 0)                     \
+    X(Q4_1, q4_1, QUANT_GROUP, Q4_1_BYTES) X(IQ4_NL, iq4_nl, QUANT_GROUP, IQ4_NL_BYTES)               \
+    X(IQ4_XS, iq4_xs, SUPER_BLOCK, IQ4_XS_BYTES)
 
 #define WEIGHT_TYPE_ID(ID, name, block, block_bytes) WT_##ID,
 enum { WEIGHT_TYPE_LIST(WEIGHT_TYPE_ID) WT_COUNT };
@@ -249,6 +259,23 @@ static int blocks_finite(const uint8_t *data, uint64_t n, int block, int bytes, 
 #define Q4_K_BYTES 144
 #define Q5_K_BYTES 176
 #define Q6_K_BYTES 210
+#define Q4_1_BYTES 20
+#define IQ4_NL_BYTES 18
+#define IQ4_XS_BYTES 136
+
+/* iq4_nl's and iq4_xs's 16 levels, ggml's kvalues_iq4nl (ggml-common.h). */
+static const int8_t iq4_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+/* Nibble j (0..31) of a 32-value group's 16 bytes: j < 16 the low nibble of byte j, else the
+ * high nibble of byte j - 16 (q4_1's, iq4_nl's and iq4_xs's sub-blocks). */
+static inline int group_nibble(const uint8_t *qs, int j) { return j < 16 ? qs[j] & 15 : qs[j - 16] >> 4; }
+
+/* iq4_xs's 6-bit scale of sub-block b (0..7), not yet less 32. */
+static inline int iq4_xs_scale(const uint8_t *block, int b) {
+    uint16_t high;
+    memcpy(&high, block + 2, 2);
+    return ((block[4 + b / 2] >> 4 * (b % 2)) & 15) | ((high >> 2 * b) & 3) << 4;
+}
 
 /* q5_0's and q5_1's 5-bit number j (0..31) of a block's qh (as a little-endian uint32) and qs. */
 static inline int q5_number(uint32_t qh, const uint8_t *qs, int j) {
@@ -353,6 +380,50 @@ static int q5_k_check(const uint8_t *data, uint64_t n, uint64_t *bad) { return k
 static int q6_k_check(const uint8_t *data, uint64_t n, uint64_t *bad) {
     static const int at[1] = {208};
     return blocks_finite(data, n, SUPER_BLOCK, Q6_K_BYTES, at, 1, bad);
+}
+
+/* ---- q4_1, iq4_nl, iq4_xs ---- */
+BLOCK_FORMAT(q4_1, QUANT_GROUP, Q4_1_BYTES)
+BLOCK_FORMAT(iq4_nl, QUANT_GROUP, IQ4_NL_BYTES)
+BLOCK_FORMAT(iq4_xs, SUPER_BLOCK, IQ4_XS_BYTES)
+/* q * d + m: q * d is exact (4 + 11 bits), only the sum rounds, as in ggml */
+static void q4_1_row(const Matrix *m, int r, float *out) {
+    const uint8_t *block = block_row(m, r, QUANT_GROUP, Q4_1_BYTES);
+    for (int b = 0; b < m->cols / QUANT_GROUP; b++, block += Q4_1_BYTES) {
+        float d = f16_at(block), min = f16_at(block + 2);
+        for (int j = 0; j < QUANT_GROUP; j++) out[b * QUANT_GROUP + j] = (float)group_nibble(block + 4, j) * d + min;
+    }
+}
+/* d * level and (d * (ls - 32)) * level are exact (at most 11 + 6 + 7 bits), as in ggml */
+static void iq4_nl_row(const Matrix *m, int r, float *out) {
+    const uint8_t *block = block_row(m, r, QUANT_GROUP, IQ4_NL_BYTES);
+    for (int b = 0; b < m->cols / QUANT_GROUP; b++, block += IQ4_NL_BYTES) {
+        float d = f16_at(block);
+        for (int j = 0; j < QUANT_GROUP; j++) out[b * QUANT_GROUP + j] = d * (float)iq4_levels[group_nibble(block + 2, j)];
+    }
+}
+static void iq4_xs_row(const Matrix *m, int r, float *out) {
+    const uint8_t *block = block_row(m, r, SUPER_BLOCK, IQ4_XS_BYTES);
+    for (int b = 0; b < m->cols / SUPER_BLOCK; b++, block += IQ4_XS_BYTES) {
+        float d = f16_at(block);
+        for (int g = 0; g < SUB_BLOCKS; g++) {
+            float dl = d * (float)(iq4_xs_scale(block, g) - 32);
+            for (int j = 0; j < 32; j++)
+                out[b * SUPER_BLOCK + g * 32 + j] = dl * (float)iq4_levels[group_nibble(block + 8 + 16 * g, j)];
+        }
+    }
+}
+static int q4_1_check(const uint8_t *data, uint64_t n, uint64_t *bad) {
+    static const int at[2] = {0, 2};
+    return blocks_finite(data, n, QUANT_GROUP, Q4_1_BYTES, at, 2, bad);
+}
+static int iq4_nl_check(const uint8_t *data, uint64_t n, uint64_t *bad) {
+    static const int at[1] = {0};
+    return blocks_finite(data, n, QUANT_GROUP, IQ4_NL_BYTES, at, 1, bad);
+}
+static int iq4_xs_check(const uint8_t *data, uint64_t n, uint64_t *bad) {
+    static const int at[1] = {0};
+    return blocks_finite(data, n, SUPER_BLOCK, IQ4_XS_BYTES, at, 1, bad);
 }
 
 /* ---- f16, bf16 ---- */

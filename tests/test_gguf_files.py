@@ -329,17 +329,19 @@ def test_what_is_not_run_is_refused_naming_it(case: str) -> None:
 
 
 def test_tensors_of_types_not_converted_are_listed() -> None:
-    """The feed-forward matrices as Q4_1 (type 3, 20 bytes a block of 32): counted by type, each
-    one named with its type, in one line."""
+    """The feed-forward matrices as Q8_1 (type 9, 36 bytes a block of 32; ggml's activations'
+    type, which no model file uses), the up projection as MXFP4 (type 39, 17 bytes a block of 32):
+    counted by type, each one named with its type, in one line."""
     g = tiny_gguf()
     for i, (name, ggml_type, shape, data) in enumerate(g.tensors):
         if name in ("blk.0.ffn_gate.weight", "blk.0.ffn_up.weight", "blk.0.ffn_down.weight"):
-            g.tensors[i] = (name, 3, shape, bytes(shape[0] * shape[1] // 32 * 20))
-    path = g.write(TMP / "gguf_q4_1.gguf")
+            g.tensors[i] = (name, 39, shape, bytes(shape[0] * shape[1] // 32 * 17)) if name == "blk.0.ffn_up.weight" \
+                else (name, 9, shape, bytes(shape[0] * shape[1] // 32 * 36))
+    path = g.write(TMP / "gguf_not_converted.gguf")
     got = one_line_error(lambda: read_gguf_model(path))
-    assert got.endswith("3 tensors of types not converted (3 of Q4_1; F32, Q8_0, Q4_0, Q5_0, Q4_K, Q6_K, Q5_K, Q5_1, "
-                        "F16, BF16 are): blk.0.ffn_gate.weight (Q4_1), blk.0.ffn_up.weight (Q4_1), "
-                        "blk.0.ffn_down.weight (Q4_1)"), got
+    assert got.endswith("3 tensors of types not converted (2 of Q8_1, 1 of MXFP4; F32, Q8_0, Q4_0, Q5_0, Q4_K, Q6_K, "
+                        "Q5_K, Q5_1, F16, BF16, Q4_1, IQ4_NL, IQ4_XS are): blk.0.ffn_gate.weight (Q8_1), "
+                        "blk.0.ffn_up.weight (MXFP4), blk.0.ffn_down.weight (Q8_1)"), got
 
 
 @pytest.mark.parametrize("change,message", [

@@ -132,10 +132,15 @@ static void quantize_q4_for_test(uint8_t *bytes, float *scale, int8_t *quants, c
  * positions the format describes (not through kernels/types.h's helpers): the integers the
  * kernels multiply, and the float32 scales. */
 typedef struct {
-    int q[256];             /* per value: q5_0's number - 16, q5_1's, q4_k's, q5_k's numbers, q6_k's - 32 */
-    int sc[16], m[8];       /* q4_k, q5_k: 6-bit scales and mins of the 8 sub-blocks; q6_k: 16 int8 scales */
-    float d, dmin;          /* binary16 d and dmin (q5_1: d and m) as float32 */
+    int q[256];             /* per value: q5_0's number - 16, q5_1's, q4_1's, q4_k's, q5_k's numbers, q6_k's
+                               - 32, iq4_nl's and iq4_xs's levels */
+    int sc[16], m[8];       /* q4_k, q5_k: 6-bit scales and mins of the 8 sub-blocks; q6_k: 16 int8 scales;
+                               iq4_xs: each sub-block's 6-bit scale - 32 */
+    float d, dmin;          /* binary16 d and dmin (q5_1, q4_1: d and m) as float32 */
 } BlockParts;
+
+/* iq4_nl's and iq4_xs's levels as ggml publishes them (ggml-common.h, kvalues_iq4nl) */
+static const int ref_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 /* binary16 -> float32 by its definition: (-1)^s 2^(e - 15) (1 + f / 1024), subnormals 2^-14 f / 1024 */
 static float ref_half(const uint8_t *p) {
@@ -144,9 +149,12 @@ static float ref_half(const uint8_t *p) {
     return (float)((h & 0x8000) ? -v : v);
 }
 
-static int test_block_values(int type) { return type == WT_Q5_0 || type == WT_Q5_1 ? 32 : 256; }
+static int test_block_values(int type) {
+    return type == WT_Q5_0 || type == WT_Q5_1 || type == WT_Q4_1 || type == WT_IQ4_NL ? 32 : 256;
+}
 static int test_block_bytes(int type) {
-    return type == WT_Q5_0 ? 22 : type == WT_Q5_1 ? 24 : type == WT_Q4_K ? 144 : type == WT_Q5_K ? 176 : 210;
+    return type == WT_Q5_0 ? 22 : type == WT_Q5_1 ? 24 : type == WT_Q4_K ? 144 : type == WT_Q5_K ? 176 :
+           type == WT_Q4_1 ? 20 : type == WT_IQ4_NL ? 18 : type == WT_IQ4_XS ? 136 : 210;
 }
 
 static BlockParts block_parts(int type, const uint8_t *b) {
@@ -160,6 +168,24 @@ static BlockParts block_parts(int type, const uint8_t *b) {
         }
         p.d = ref_half(b);
         p.dmin = type == WT_Q5_1 ? ref_half(b + 2) : 0.0f;
+    } else if (type == WT_Q4_1 || type == WT_IQ4_NL) { /* {d; [m;] qs[16]} */
+        int at = type == WT_Q4_1 ? 4 : 2;
+        for (int j = 0; j < 32; j++) {
+            int nibble = j < 16 ? b[at + j] % 16 : b[at + j - 16] / 16;
+            p.q[j] = type == WT_Q4_1 ? nibble : ref_levels[nibble];
+        }
+        p.d = ref_half(b);
+        p.dmin = type == WT_Q4_1 ? ref_half(b + 2) : 0.0f;
+    } else if (type == WT_IQ4_XS) { /* {d; scales_h (u16); scales_l[4]; qs[128]} */
+        int high = b[2] | b[3] << 8;
+        for (int g = 0; g < 8; g++) {
+            p.sc[g] = ((b[4 + g / 2] >> (4 * (g % 2))) % 16 + 16 * ((high >> (2 * g)) % 4)) - 32;
+            for (int j = 0; j < 32; j++) {
+                int byte = b[8 + 16 * g + j % 16];
+                p.q[32 * g + j] = ref_levels[j < 16 ? byte % 16 : byte / 16];
+            }
+        }
+        p.d = ref_half(b);
     } else if (type == WT_Q4_K || type == WT_Q5_K) { /* {d; dmin; scales[12]; [qh[32];] qs[128]} */
         const uint8_t *s = b + 4, *qs = b + (type == WT_Q4_K ? 16 : 48);
         for (int j = 0; j < 4; j++) {
@@ -187,7 +213,9 @@ static BlockParts block_parts(int type, const uint8_t *b) {
 static double block_value(int type, const BlockParts *p, int i) {
     switch (type) {
     case WT_Q5_0: return (double)p->q[i] * p->d;
-    case WT_Q5_1: return (double)p->q[i] * p->d + p->dmin;
+    case WT_Q5_1: case WT_Q4_1: return (double)p->q[i] * p->d + p->dmin;
+    case WT_IQ4_NL: return (double)p->q[i] * p->d;
+    case WT_IQ4_XS: return (double)p->d * p->sc[i / 32] * p->q[i];
     case WT_Q6_K: return (double)p->d * p->sc[i / 16] * p->q[i];
     default: return (double)p->d * p->sc[i / 32] * p->q[i] - (double)p->dmin * p->m[i / 32];
     }
@@ -196,7 +224,7 @@ static double block_value(int type, const BlockParts *p, int i) {
 /* The size of value i's terms (what rounding error scales with): the scale's part and the min's. */
 static double block_value_size(int type, const BlockParts *p, int i) {
     switch (type) {
-    case WT_Q5_1: return fabs((double)p->q[i] * p->d) + fabs(p->dmin);
+    case WT_Q5_1: case WT_Q4_1: return fabs((double)p->q[i] * p->d) + fabs(p->dmin);
     case WT_Q4_K: case WT_Q5_K: return fabs((double)p->d * p->sc[i / 32] * p->q[i]) + fabs((double)p->dmin * p->m[i / 32]);
     default: return fabs(block_value(type, p, i));
     }
@@ -211,11 +239,17 @@ static float ref_block_row(int type, const uint8_t *row, int n, const int8_t *xq
         BlockParts p = block_parts(type, row + (size_t)b * bytes);
         const int8_t *x = xq + b * values;
         const float *s = xs + b * values / 32;
-        if (type == WT_Q5_0 || type == WT_Q5_1) {
+        if (type == WT_Q5_0 || type == WT_Q5_1 || type == WT_Q4_1 || type == WT_IQ4_NL) {
             int dot = 0, sum = 0;
             for (int j = 0; j < 32; j++) dot += p.q[j] * x[j], sum += x[j];
             acc = fmaf((float)dot, p.d * s[0], acc);
-            if (type == WT_Q5_1) acc = fmaf((float)sum, p.dmin * s[0], acc);
+            if (type == WT_Q5_1 || type == WT_Q4_1) acc = fmaf((float)sum, p.dmin * s[0], acc);
+        } else if (type == WT_IQ4_XS) {
+            for (int g = 0; g < 8; g++) {
+                int dot = 0;
+                for (int l = 0; l < 32; l++) dot += p.q[32 * g + l] * x[32 * g + l];
+                acc = fmaf((float)dot, p.d * (float)p.sc[g] * s[g], acc);
+            }
         } else if (type == WT_Q6_K) {
             float dsum = 0.0f;
             for (int g = 0; g < 8; g++) {
@@ -249,7 +283,7 @@ static void random_block(int type, uint8_t *b, uint64_t *seed) {
         h[k] = f16_from_f32((float)v);
     }
     if (type == WT_Q6_K) memcpy(b + 208, h, 2);
-    else memcpy(b, h, type == WT_Q5_0 ? 2 : 4);
+    else memcpy(b, h, type == WT_Q5_0 || type == WT_IQ4_NL || type == WT_IQ4_XS ? 2 : 4);
 }
 
 /* ---- attention cases: random queries, keys and values in the cache's layout ---------------- */
@@ -312,7 +346,7 @@ typedef struct {
     uint16_t *halves;
 } TestWeights;
 
-static int is_block_type(int type) { return type >= WT_Q5_0 && type <= WT_Q5_1; }
+static int is_block_type(int type) { return (type >= WT_Q5_0 && type <= WT_Q5_1) || type >= WT_Q4_1; }
 static int is_half_type(int type) { return type == WT_F16 || type == WT_BF16; }
 
 static TestWeights test_weights(int type, int packed, int n, int d, uint64_t *seed) {
@@ -1163,6 +1197,39 @@ static void check_block_formats_by_hand(void) {
     expect_near("q5_1 value 1: 1 x 0.25 - 1.5", block_value_read(WT_Q5_1, b, 32, 1), -1.25, 0);
     expect_near("q5_1 value 31: 16 x 0.25 - 1.5", block_value_read(WT_Q5_1, b, 32, 31), 2.5, 0);
 
+    /* q4_1: d = 0.25 (0x3400), m = -1.5 (0xBE00), qs[j] = j | (15 - j) << 4: numbers 0..15, then
+     * 15..0, summing to 240; dot = 240 + 126 x number 0 (0) = 240; product 240 x 0.25 + 158 x -1.5
+     * = 60 - 237 = -177. */
+    memset(b, 0, sizeof b);
+    b[0] = 0x00, b[1] = 0x34, b[2] = 0x00, b[3] = 0xBE;
+    for (int j = 0; j < 16; j++) b[4 + j] = (uint8_t)(j | (15 - j) << 4);
+    expect_near("q4_1 block by hand: product", block_product(WT_Q4_1, b, x, 32), -177.0, 0);
+    expect_near("q4_1 value 1: 1 x 0.25 - 1.5", block_value_read(WT_Q4_1, b, 32, 1), -1.25, 0);
+    expect_near("q4_1 value 16: 15 x 0.25 - 1.5", block_value_read(WT_Q4_1, b, 32, 16), 2.25, 0);
+
+    /* iq4_nl: d = 0.5 (0x3800), the same nibbles: each half indexes all 16 levels, which sum to
+     * -495 + 401 = -94; dot = 2 x -94 + 126 x level 0 (-127) = -16190; product -16190 x 0.5 =
+     * -8095. */
+    memset(b, 0, sizeof b);
+    b[0] = 0x00, b[1] = 0x38;
+    for (int j = 0; j < 16; j++) b[2 + j] = (uint8_t)(j | (15 - j) << 4);
+    expect_near("iq4_nl block by hand: product", block_product(WT_IQ4_NL, b, x, 32), -8095.0, 0);
+    expect_near("iq4_nl value 1: 0.5 x -104", block_value_read(WT_IQ4_NL, b, 32, 1), -52.0, 0);
+    expect_near("iq4_nl value 16: 0.5 x 113", block_value_read(WT_IQ4_NL, b, 32, 16), 56.5, 0);
+
+    /* iq4_xs: d = 0.25 (0x3400); scales ls = 0, 63, 32, 33, 1, 62, 16, 47 (every bit of both
+     * fields): scales_l = 0xF0, 0x10, 0xE1, 0xF0 (the low nibbles, two a byte), scales_h = the top
+     * two bits of each, 0x9CAC; ls - 32 = -32, 31, 0, 1, -31, 30, -16, 15, summing to -2. Each
+     * sub-block's nibbles as iq4_nl's, so each dot is -16190; product -16190 x 0.25 x -2 = 8095. */
+    memset(b, 0, sizeof b);
+    b[0] = 0x00, b[1] = 0x34, b[2] = 0xAC, b[3] = 0x9C, b[4] = 0xF0, b[5] = 0x10, b[6] = 0xE1, b[7] = 0xF0;
+    for (int g = 0; g < 8; g++)
+        for (int j = 0; j < 16; j++) b[8 + 16 * g + j] = (uint8_t)(j | (15 - j) << 4);
+    expect_near("iq4_xs block by hand: product", block_product(WT_IQ4_XS, b, x, 256), 8095.0, 0);
+    expect_near("iq4_xs value 33: 0.25 x 31 x -104", block_value_read(WT_IQ4_XS, b, 256, 33), -806.0, 0);
+    expect_near("iq4_xs value 16: 0.25 x -32 x 113", block_value_read(WT_IQ4_XS, b, 256, 16), -904.0, 0);
+    expect_near("iq4_xs value 240: 0.25 x 15 x 113", block_value_read(WT_IQ4_XS, b, 256, 240), 423.75, 0);
+
     /* q4_k: d = 0.25 (0x3400), dmin = 2 (0x4000); scales sc = 1, 2, 4, 8, 16, 32, 63, 47 and mins
      * m = 3, 5, 9, 17, 33, 62, 0, 63, packed: bytes 0-3 sc[j] | (sc[j+4] >> 4) << 6 = 0x41, 0x82,
      * 0xC4, 0x88; bytes 4-7 m[j] | (m[j+4] >> 4) << 6 = 0x83, 0xC5, 0x09, 0xD1; bytes 8-11 sc[j+4] %
@@ -1487,6 +1554,12 @@ int main(void) {
         check_matmul(50, 30, 45, type, 0);
         check_matmul_bits(50, 30, 45, type, 0);
     }
+    for (int i = 0; i < 5; i++) /* q4_1 and iq4_nl as q5_1's shapes, iq4_xs as the k formats' */
+        for (int type = WT_Q4_1; type <= WT_IQ4_XS; type++) {
+            int (*shape)[3] = type == WT_IQ4_XS ? kshapes : shapes;
+            check_matmul(shape[i][0], shape[i][1], shape[i][2], type, 1);
+            check_matmul_bits(shape[i][0], shape[i][1], shape[i][2], type, 1);
+        }
 
     /* attention: one query (decode), a block of 16 and one of 20 (a part block after a whole
      * one) from past position 0, head sizes that do and do not fit the 16-lane path; queries
