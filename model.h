@@ -229,7 +229,8 @@
  * 32 along a row), q4_0 (4-bit quants two to a byte, then the scales; export.py makes a group's
  * largest magnitude quant -8: scale = that value / -8); and GGUF's formats exactly as a GGUF file
  * stores them (ggml's block structs, rows of whole blocks): q5_0, q5_1, q4_1, iq4_nl (blocks of 32
- * values), q4_k, q5_k, q6_k, iq4_xs (super-blocks of 256), f16 and bf16 (version 4 and later).
+ * values), q4_k, q5_k, q6_k, iq4_xs, q2_k, q3_k (super-blocks of 256), f16 and bf16 (version 4
+ * and later).
  * The loader refuses a block whose binary16 scale is infinite or NaN.
  */
 #ifndef MODEL_H

@@ -1,4 +1,4 @@
-"""GGUF's block formats (q5_0, q5_1, q4_k, q5_k, q6_k; read only: q4_1, iq4_nl, iq4_xs) and its
+"""GGUF's block formats (q5_0, q5_1, q4_k, q5_k, q6_k; read only: q4_1, iq4_nl, iq4_xs, q2_k, q3_k) and its
 16-bit ones (f16, bf16), as kernels/types.h stores them: quantizers that follow llama.cpp's
 reference quantizers step for
 step in float32 (quantize_row_*_ref of ggml-quants.c: the same searches, the same float32
@@ -28,7 +28,7 @@ from weight_types import GGUF_LAYOUT
 FORMATS = GGUF_LAYOUT
 # name -> the byte offsets of each block's binary16 scales (d, and dmin or m), as kernels/types.h's checks
 SCALES = {"q5_0": (0,), "q5_1": (0, 2), "q4_k": (0, 2), "q5_k": (0, 2), "q6_k": (208,), "q4_1": (0, 2),
-          "iq4_nl": (0,), "iq4_xs": (0,)}
+          "iq4_nl": (0,), "iq4_xs": (0,), "q2_k": (80, 82), "q3_k": (108,)}
 # iq4_nl's and iq4_xs's 16 levels (ggml-common.h's kvalues_iq4nl)
 IQ4_LEVELS = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], np.int64)
 GROUP_MAX_EPS = np.float32(1e-15)  # ggml: a group whose largest magnitude is below this is all zero
@@ -395,6 +395,21 @@ def iq4_xs_scales(blocks: np.ndarray) -> np.ndarray:
     return low | (((high[:, None] >> (2 * np.arange(8))) & 3) << 4)
 
 
+def two_bits(qs: np.ndarray) -> np.ndarray:
+    """q2_k's and q3_k's 2-bit numbers (blocks, 256) of their 64 bytes (blocks, 64): value 128h +
+    32k + l has bits 2k, 2k + 1 of byte 32h + l."""
+    halves_ = qs.reshape(-1, 2, 1, 32)
+    return ((halves_ >> (2 * np.arange(4))[None, None, :, None]) & 3).reshape(-1, 256)
+
+
+def q3_k_scales(s: np.ndarray) -> np.ndarray:
+    """q3_k's 16 6-bit scales (blocks, 16) of their 12 bytes, not yet less 32."""
+    s = s.astype(np.int64)
+    low = np.concatenate([s[:, 0:8] & 15, s[:, 0:8] >> 4], axis=1)
+    high = np.stack([(s[:, 8 + j % 4] >> (2 * (j // 4))) & 3 for j in range(16)], axis=1)
+    return low | high << 4
+
+
 def numbers(blocks: np.ndarray, fmt: str) -> np.ndarray:
     """Each value's integer (blocks, block): q5_0's, q5_1's, q4_1's and the k formats' unsigned
     numbers, q6_k's number - 32, iq4_nl's and iq4_xs's levels."""
@@ -405,6 +420,12 @@ def numbers(blocks: np.ndarray, fmt: str) -> np.ndarray:
         return IQ4_LEVELS[nibbles(b[:, 2:18])]
     if fmt == "iq4_xs":
         return IQ4_LEVELS[nibbles(b[:, 8:136].reshape(-1, 16))].reshape(-1, 256)
+    if fmt == "q2_k":
+        return two_bits(b[:, 16:80])
+    if fmt == "q3_k":
+        i = np.arange(256)
+        high = (b[:, i % 32] >> (4 * (i // 128) + i % 128 // 32)) & 1
+        return two_bits(b[:, 32:96]) - np.where(high == 1, 0, 4)
     if fmt in ("q5_0", "q5_1"):
         at = 2 if fmt == "q5_0" else 4
         qh = np.ascontiguousarray(blocks[:, at:at + 4]).view("<u4")[:, 0].astype(np.int64)
@@ -440,6 +461,13 @@ def parts(raw: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarray]:
     if fmt == "iq4_xs":
         scale = halves(blocks, 0)[:, None].astype(np.float64) * (iq4_xs_scales(blocks) - 32)
         return np.repeat(scale, 32, axis=1) * q, np.zeros_like(q)
+    if fmt == "q2_k":
+        sc = np.repeat(blocks[:, 0:16].astype(np.int64), 16, axis=1)
+        return (halves(blocks, 80)[:, None].astype(np.float64) * (sc & 15) * q,
+                halves(blocks, 82)[:, None].astype(np.float64) * (sc >> 4))
+    if fmt == "q3_k":
+        scale = halves(blocks, 108)[:, None].astype(np.float64) * (q3_k_scales(blocks[:, 96:108]) - 32)
+        return np.repeat(scale, 16, axis=1) * q, np.zeros_like(q)
     if fmt == "q6_k":
         sc = np.repeat(blocks[:, 192:208].view(np.int8).astype(np.float64), 16, axis=1)
         return halves(blocks, 208)[:, None] * sc * q, np.zeros_like(q)
@@ -468,6 +496,14 @@ def dequantize(raw: bytes | np.ndarray, fmt: str, shape: tuple) -> np.ndarray:
         elif fmt == "iq4_xs":
             scale = (halves(blocks, 0)[:, None] * (iq4_xs_scales(blocks) - 32).astype(F32)).astype(F32)
             out = (np.repeat(scale, 32, axis=1) * q).astype(F32)
+        elif fmt == "q2_k":
+            sc = np.repeat(blocks[:, 0:16].astype(np.int64), 16, axis=1)
+            step = (halves(blocks, 80)[:, None] * (sc & 15).astype(F32)).astype(F32)
+            shift = (halves(blocks, 82)[:, None] * (sc >> 4).astype(F32)).astype(F32)
+            out = ((step * q).astype(F32) - shift).astype(F32)
+        elif fmt == "q3_k":
+            scale = (halves(blocks, 108)[:, None] * (q3_k_scales(blocks[:, 96:108]) - 32).astype(F32)).astype(F32)
+            out = (np.repeat(scale, 16, axis=1) * q).astype(F32)
         elif fmt == "q6_k":
             sc = np.repeat(blocks[:, 192:208].view(np.int8).astype(F32), 16, axis=1)
             out = ((halves(blocks, 208)[:, None] * sc).astype(F32) * q).astype(F32)

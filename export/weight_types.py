@@ -35,12 +35,14 @@ TYPES = (
     WeightType("q4_1", 10, 32, 20, "Q4_1"),
     WeightType("iq4_nl", 11, 32, 18, "IQ4_NL"),
     WeightType("iq4_xs", 12, 256, 136, "IQ4_XS"),
+    WeightType("q2_k", 13, 256, 84, "Q2_K"),
+    WeightType("q3_k", 14, 256, 110, "Q3_K"),
 )
 assert [t.id for t in TYPES] == list(range(len(TYPES)))
 
 BY_NAME = {t.name: t for t in TYPES}
 # the types read from GGUF files block for block but not written by our quantizers (--dtype)
-READ_ONLY = ("q4_1", "iq4_nl", "iq4_xs")
+READ_ONLY = ("q4_1", "iq4_nl", "iq4_xs", "q2_k", "q3_k")
 WRITTEN = tuple(t.name for t in TYPES if t.name not in READ_ONLY)
 QUANT_GROUP = 32  # values per scale in a q8_0 or q4_0 matrix: the header's group_size
 # the types stored as a GGUF stores them: name -> (values per block, bytes per block); the

@@ -25,6 +25,7 @@
 #include "half.h"
 #include "iq4.h"
 #include "matrix.h"
+#include "q2_k_q3_k.h"
 #include "q4_0.h"
 #include "q4_k.h"
 #include "q5_0.h"

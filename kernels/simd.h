@@ -44,6 +44,12 @@
  *     iq4_nl, iq4_xs: dot_g the sum of the levels its nibbles index x xq; acc = fma(dot_g,
  *       ws_g * xs_g, acc) group after group, ws_g the binary16 d (iq4_xs: d * (ls_g - 32),
  *       exact).
+ *     q2_k: per super-block of 8 groups (each two sub-blocks of 16 with 4-bit scales sc_a, sc_b
+ *       and mins m_a, m_b): dot_g = sc_a (sum over its first 16 of q x xq) + sc_b (the same over
+ *       its last 16), mins_g = m_a (sum of its first 16 xq) + m_b (of its last 16), exact
+ *       integers; dsum = fma chain over the 8 groups of dot_g * xs_g, msum of mins_g * xs_g; acc
+ *       = fma(d, dsum, acc), acc = fma(-dmin, msum, acc).
+ *     q3_k: as q6_k, with its 6-bit scales less 32 and its numbers -4..3.
  *     q4_k, q5_k: per super-block of 8 groups (sub-blocks with 6-bit scales sc_g and mins m_g,
  *       binary16 d and dmin as float32): dot_g the sum of its 4- or 5-bit numbers x xq; dsum =
  *       fma chain over the 8 groups of (sc_g dot_g) * xs_g, msum = fma chain over them of

@@ -46,6 +46,13 @@
  *         sub-blocks of 32, sub-block b with the 6-bit scale ls = nibble b % 2 of scales_l[b /
  *         2] and bits 2b, 2b + 1 of scales_h above it, its nibbles at qs[16b..] as iq4_nl's;
  *         value = (d * (ls - 32)) * level.
+ *   q2_k  256 values in 84 bytes {u8 scales[16]; u8 qs[64]; f16 d; f16 dmin}: value 128h + 32k +
+ *         l (h < 2, k < 4, l < 32) has bits 2k, 2k + 1 of qs[32h + l] as q (0..3), and scales[i /
+ *         16] for value i a 4-bit scale sc (low nibble) and min m (high); value = (d * sc) * q -
+ *         dmin * m.
+ *   q3_k  256 values in 110 bytes {u8 hmask[32]; u8 qs[64]; u8 scales[12]; f16 d}: q2_k's 2
+ *         bits, less 4 where bit 4h + k of hmask[l] is clear (q -4..3); 16 6-bit scales s packed
+ *         in scales[] (q3_k_scale()); value = (d * (s[i / 16] - 32)) * q.
  */
 #if defined(__clang__) /* the row reads are exact without it; clang would fuse a * b - c */
 #pragma STDC FP_CONTRACT OFF
@@ -70,7 +77,8 @@
     X(Q6_K, q6_k, SUPER_BLOCK, Q6_K_BYTES) X(Q5_K, q5_k, SUPER_BLOCK, Q5_K_BYTES)                     \
     X(Q5_1, q5_1, QUANT_GROUP, Q5_1_BYTES) X(F16, f16, 1, 0) X(BF16, bf16, 1, 0)                     \
     X(Q4_1, q4_1, QUANT_GROUP, Q4_1_BYTES) X(IQ4_NL, iq4_nl, QUANT_GROUP, IQ4_NL_BYTES)               \
-    X(IQ4_XS, iq4_xs, SUPER_BLOCK, IQ4_XS_BYTES)
+    X(IQ4_XS, iq4_xs, SUPER_BLOCK, IQ4_XS_BYTES) X(Q2_K, q2_k, SUPER_BLOCK, Q2_K_BYTES)                \
+    X(Q3_K, q3_k, SUPER_BLOCK, Q3_K_BYTES)
 
 #define WEIGHT_TYPE_ID(ID, name, block, block_bytes) WT_##ID,
 enum { WEIGHT_TYPE_LIST(WEIGHT_TYPE_ID) WT_COUNT };
@@ -262,6 +270,24 @@ static int blocks_finite(const uint8_t *data, uint64_t n, int block, int bytes, 
 #define Q4_1_BYTES 20
 #define IQ4_NL_BYTES 18
 #define IQ4_XS_BYTES 136
+#define Q2_K_BYTES 84
+#define Q3_K_BYTES 110
+
+/* q2_k's and q3_k's 2 bits of value i (0..255) of a block's qs. */
+static inline int k_two_bits(const uint8_t *qs, int i) { return (qs[32 * (i / 128) + i % 32] >> (2 * (i % 128 / 32))) & 3; }
+
+/* q3_k's number i (-4..3): its 2 bits, less 4 where its bit of hmask is clear. */
+static inline int q3_k_number(const uint8_t *block, int i) {
+    return k_two_bits(block + 32, i) - ((block[i % 32] >> (4 * (i / 128) + i % 128 / 32)) & 1 ? 0 : 4);
+}
+
+/* q3_k's 6-bit scale j (0..15), not yet less 32: the low 4 bits are nibble j / 8 of scales[j %
+ * 8] (low for j < 8), the top 2 bits are bits 2 (j / 4) .. of scales[8 + j % 4] (ggml's kmask
+ * shuffle of the 12 bytes). */
+static inline int q3_k_scale(const uint8_t *scales, int j) {
+    int low = j < 8 ? scales[j] & 15 : scales[j - 8] >> 4;
+    return low | ((scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4;
+}
 
 /* iq4_nl's and iq4_xs's 16 levels, ggml's kvalues_iq4nl (ggml-common.h). */
 static const int8_t iq4_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
@@ -424,6 +450,38 @@ static int iq4_nl_check(const uint8_t *data, uint64_t n, uint64_t *bad) {
 static int iq4_xs_check(const uint8_t *data, uint64_t n, uint64_t *bad) {
     static const int at[1] = {0};
     return blocks_finite(data, n, SUPER_BLOCK, IQ4_XS_BYTES, at, 1, bad);
+}
+
+/* ---- q2_k, q3_k ---- */
+BLOCK_FORMAT(q2_k, SUPER_BLOCK, Q2_K_BYTES)
+BLOCK_FORMAT(q3_k, SUPER_BLOCK, Q3_K_BYTES)
+/* (d * sc) * q - dmin * m: both products exact (11 + 4 + 2 and 11 + 4 bits), only the
+ * subtraction rounds; (d * (s - 32)) * q exact: as ggml */
+static void q2_k_row(const Matrix *m, int r, float *out) {
+    const uint8_t *block = block_row(m, r, SUPER_BLOCK, Q2_K_BYTES);
+    for (int b = 0; b < m->cols / SUPER_BLOCK; b++, block += Q2_K_BYTES) {
+        float d = f16_at(block + 80), dmin = f16_at(block + 82);
+        for (int i = 0; i < SUPER_BLOCK; i++) {
+            uint8_t sc = block[i / 16];
+            out[b * SUPER_BLOCK + i] = d * (float)(sc & 15) * (float)k_two_bits(block + 16, i) - dmin * (float)(sc >> 4);
+        }
+    }
+}
+static void q3_k_row(const Matrix *m, int r, float *out) {
+    const uint8_t *block = block_row(m, r, SUPER_BLOCK, Q3_K_BYTES);
+    for (int b = 0; b < m->cols / SUPER_BLOCK; b++, block += Q3_K_BYTES) {
+        float d = f16_at(block + 108);
+        for (int i = 0; i < SUPER_BLOCK; i++)
+            out[b * SUPER_BLOCK + i] = d * (float)(q3_k_scale(block + 96, i / 16) - 32) * (float)q3_k_number(block, i);
+    }
+}
+static int q2_k_check(const uint8_t *data, uint64_t n, uint64_t *bad) {
+    static const int at[2] = {80, 82};
+    return blocks_finite(data, n, SUPER_BLOCK, Q2_K_BYTES, at, 2, bad);
+}
+static int q3_k_check(const uint8_t *data, uint64_t n, uint64_t *bad) {
+    static const int at[1] = {108};
+    return blocks_finite(data, n, SUPER_BLOCK, Q3_K_BYTES, at, 1, bad);
 }
 
 /* ---- f16, bf16 ---- */

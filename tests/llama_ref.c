@@ -18,7 +18,8 @@
  *            generated N tokens Y tok/s" (tests/bench/bench.py reads both programs' alike)
  *        llama_ref quantize IN.gguf OUT.gguf FTYPE [OUTPUT_TYPE [EMBEDDING_TYPE]]
  *            llama_model_quantize to FTYPE (f16, bf16, q8_0, q4_0, q5_0, q5_1, q4_1, and the mixes
- *            q4_k_m, q5_k_m, q6_k, iq4_nl, iq4_xs, each as llama-quantize names it); the output head's and the
+ *            q4_k_m, q5_k_m, q6_k, iq4_nl, iq4_xs, q2_k, q3_k_s, q3_k_m, q3_k_l, each as
+ *            llama-quantize names it); the output head's and the
  *            token embedding's types (ggml type names) when given
  *        llama_ref vocab MODEL.gguf               what llama.cpp makes of the vocabulary's special
  *            tokens: "bos ID ADD_BOS" (ADD_BOS 1 when it puts BOS before a text), then "eog" and
@@ -267,12 +268,14 @@ static int quantize(int argc, char **argv) {
         {"q4_k_m", LLAMA_FTYPE_MOSTLY_Q4_K_M}, {"q5_k_m", LLAMA_FTYPE_MOSTLY_Q5_K_M},
         {"q6_k", LLAMA_FTYPE_MOSTLY_Q6_K}, {"q4_1", LLAMA_FTYPE_MOSTLY_Q4_1},
         {"iq4_nl", LLAMA_FTYPE_MOSTLY_IQ4_NL}, {"iq4_xs", LLAMA_FTYPE_MOSTLY_IQ4_XS},
+        {"q2_k", LLAMA_FTYPE_MOSTLY_Q2_K}, {"q3_k_s", LLAMA_FTYPE_MOSTLY_Q3_K_S},
+        {"q3_k_m", LLAMA_FTYPE_MOSTLY_Q3_K_M}, {"q3_k_l", LLAMA_FTYPE_MOSTLY_Q3_K_L},
     };
     llama_model_quantize_params params = llama_model_quantize_default_params();
     params.nthread = 2;
     size_t k = 0;
     while (k < sizeof ftypes / sizeof ftypes[0] && strcmp(ftypes[k].name, argv[4]) != 0) k++;
-    if (k == sizeof ftypes / sizeof ftypes[0]) fail("FTYPE is one of f16, bf16, q8_0, q4_0, q5_0, q5_1, q4_k_m, q5_k_m, q6_k, q4_1, iq4_nl, iq4_xs, not", argv[4]);
+    if (k == sizeof ftypes / sizeof ftypes[0]) fail("FTYPE is one of f16, bf16, q8_0, q4_0, q5_0, q5_1, q4_k_m, q5_k_m, q6_k, q4_1, iq4_nl, iq4_xs, q2_k, q3_k_s, q3_k_m, q3_k_l, not", argv[4]);
     params.ftype = ftypes[k].ftype;
     if (argc > 5) params.output_tensor_type = type_named(argv[5]);
     if (argc > 6) params.token_embedding_type = type_named(argv[6]);

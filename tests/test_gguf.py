@@ -469,14 +469,15 @@ def q8_k_round(x: torch.Tensor) -> torch.Tensor:
 
 # per GGUF type, what llama.cpp rounds a product's input to (its vec_dot type): Q5_0's and
 # IQ4_NL's is Q8_0, Q5_1's and Q4_1's Q8_1 (Q8_0's quants and scale, with their sum), the k
-# formats' and IQ4_XS's Q8_K
+# formats' (Q2_K and Q3_K too) and IQ4_XS's Q8_K
 LLAMA_CPP_ROUNDS = {"F32": None, "F16": f16_round, "BF16": bf16_round, "Q8_0": q8_0_round, "Q4_0": q8_0_round,
                     "Q5_0": q8_0_round, "Q5_1": q8_0_round, "Q4_K": q8_k_round, "Q5_K": q8_k_round, "Q6_K": q8_k_round,
-                    "Q4_1": q8_0_round, "IQ4_NL": q8_0_round, "IQ4_XS": q8_k_round}
+                    "Q4_1": q8_0_round, "IQ4_NL": q8_0_round, "IQ4_XS": q8_k_round, "Q2_K": q8_k_round,
+                    "Q3_K": q8_k_round}
 # run's: every quantized type int8 per 32 with a float32 scale; f16 and bf16 none (their values are float32's)
 RUN_ROUNDS = {"f32": None, "f16": None, "bf16": None, **{t: quantize_q8_0 for t in
                                                         ("q8_0", "q4_0", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k",
-                                                         "q4_1", "iq4_nl", "iq4_xs")}}
+                                                         "q4_1", "iq4_nl", "iq4_xs", "q2_k", "q3_k")}}
 
 
 def matrix_types(gguf: Path, out: Path, cfg: GPTConfig) -> tuple[dict[str, str], dict[str, str]]:

@@ -1,11 +1,11 @@
-"""GGUF's block formats (Q4_K, Q6_K, Q5_0, Q5_K, Q5_1, Q4_1, IQ4_NL, IQ4_XS, and F16, BF16)
-against llama.cpp itself, as tests/test_gguf.py checks the others (its files, helpers and
+"""GGUF's block formats (Q4_K, Q6_K, Q5_0, Q5_K, Q5_1, Q4_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K, and F16,
+BF16) against llama.cpp itself, as tests/test_gguf.py checks the others (its files, helpers and
 tolerance; tests/llama_ref.c drives llama.cpp's prebuilt libraries, and nothing here passes
 without them).
 
 The files: two tiny random models written in F32 by tests/gguf_writer.py and quantized by
-llama.cpp's own quantizer to its mixes Q4_K_M, Q5_K_M, Q6_K, Q4_1, IQ4_NL and IQ4_XS (no
-importance matrix: IQ4_NL and IQ4_XS need none), and to F16 and BF16:
+llama.cpp's own quantizer to its mixes Q4_K_M, Q5_K_M, Q6_K, Q4_1, IQ4_NL, IQ4_XS, Q2_K,
+Q3_K_S, Q3_K_M and Q3_K_L (no importance matrix: none of them needs one), and to F16 and BF16:
   llama_k    a Llama shape whose rows are multiples of 256 (width 256, feed-forward 512, 4
              layers): Q4_K_M gives it q4_k, and q6_k for the output head and the value and down
              projections of layers 2 and 3 (use_more_bits of 4 layers)
@@ -43,9 +43,9 @@ from test_gguf import export_cli, ggml_dequantized, llama_ref, made
 from weight_file import WEIGHT_TYPES, read_header_and_table, read_model, read_tensors, table_entries, unpack_header
 
 MODELS = ("llama_k", "smollm2_k")
-TYPES = ("q4_k_m", "q5_k_m", "q6_k", "f16", "bf16", "q4_1", "iq4_nl", "iq4_xs")
+TYPES = ("q4_k_m", "q5_k_m", "q6_k", "f16", "bf16", "q4_1", "iq4_nl", "iq4_xs", "q2_k", "q3_k_s", "q3_k_m", "q3_k_l")
 OURS = {"F32": "f32", "F16": "f16", "BF16": "bf16", "Q8_0": "q8_0", "Q5_0": "q5_0", "Q5_1": "q5_1", "Q4_K": "q4_k",
-        "Q5_K": "q5_k", "Q6_K": "q6_k", "Q4_1": "q4_1", "IQ4_NL": "iq4_nl", "IQ4_XS": "iq4_xs"}
+        "Q5_K": "q5_k", "Q6_K": "q6_k", "Q4_1": "q4_1", "IQ4_NL": "iq4_nl", "IQ4_XS": "iq4_xs", "Q2_K": "q2_k", "Q3_K": "q3_k", "Q4_0": "q4_0"}
 NAMES = {v: k for k, v in WEIGHT_TYPES.items()}
 PARTS = {"attn.q.weight": "attn_q", "attn.k.weight": "attn_k", "attn.v.weight": "attn_v",
          "attn.c_proj.weight": "attn_output", "mlp.gate.weight": "ffn_gate", "mlp.c_fc.weight": "ffn_up",
@@ -86,15 +86,20 @@ def test_blocks_copied_as_they_are(name: str, wtype: str) -> None:
         theirs = gguf_name(entry)
         assert {OURS[types[t]] for t in theirs} == {ours}, (entry, ours, [types[t] for t in theirs])
         seen.add(ours)
-        if ours != "q8_0":  # q8_0's scale is a float32 in our layout: its numbers are checked below
+        if ours not in ("q8_0", "q4_0"):  # their scales are float32 in our layout: their numbers are checked below
             assert data == b"".join(g.tensor_bytes(g.tensors[t]) for t in theirs), f"{entry}: the blocks differ"
     # llama.cpp's choices: the output head q6_k (llama_k's own) or the embedding q8_0 (smollm2_k's
-    # tied one); iq4_xs falls back to iq4_nl where 256 does not divide a row
+    # tied one); iq4_xs falls back to iq4_nl where 256 does not divide a row, q2_k and q3_k to q4_0
+    # (and the k types of Q3_K_M and Q3_K_L's more important matrices to q5_0, q5_1)
     want = {"llama_k": {"q4_k_m": {"q4_k", "q6_k"}, "q5_k_m": {"q5_k", "q6_k"}, "q6_k": {"q6_k"},
-                        "q4_1": {"q4_1", "q6_k"}, "iq4_nl": {"iq4_nl", "q6_k"}, "iq4_xs": {"iq4_xs", "q6_k"}},
+                        "q4_1": {"q4_1", "q6_k"}, "iq4_nl": {"iq4_nl", "q6_k"}, "iq4_xs": {"iq4_xs", "q6_k"},
+                        "q2_k": {"q2_k", "q3_k", "q6_k"}, "q3_k_s": {"q3_k", "q6_k"},
+                        "q3_k_m": {"q3_k", "q4_k", "q5_k", "q6_k"}, "q3_k_l": {"q3_k", "q5_k", "q6_k"}},
             "smollm2_k": {"q4_k_m": {"q5_0", "q8_0", "q4_k", "q6_k"}, "q5_k_m": {"q5_1", "q8_0", "q5_k", "q6_k"},
                           "q6_k": {"q8_0", "q6_k"}, "q4_1": {"q4_1", "q8_0"}, "iq4_nl": {"iq4_nl", "q8_0"},
-                          "iq4_xs": {"iq4_nl", "iq4_xs", "q8_0"}}}[name].get(wtype, {wtype})
+                          "iq4_xs": {"iq4_nl", "iq4_xs", "q8_0"}, "q2_k": {"q4_0", "q3_k", "q8_0"},
+                          "q3_k_s": {"q4_0", "q3_k", "q8_0"}, "q3_k_m": {"q4_0", "q5_0", "q5_1", "q4_k", "q8_0"},
+                          "q3_k_l": {"q4_0", "q5_1", "q5_k", "q8_0"}}}[name].get(wtype, {wtype})
     assert seen == want, seen
 
 
@@ -132,7 +137,7 @@ def test_logits_against_llama_cpp(name: str, wtype: str) -> None:
     test_gguf.test_logits_every_position(name, wtype)
 
 
-@pytest.mark.parametrize("wtype", ("q4_k_m", "q6_k", "q4_1", "iq4_xs"))
+@pytest.mark.parametrize("wtype", ("q4_k_m", "q6_k", "q4_1", "iq4_xs", "q3_k_m"))
 @pytest.mark.parametrize("name", MODELS)
 def test_greedy_tokens_against_llama_cpp(name: str, wtype: str) -> None:
     test_gguf.test_greedy_tokens_equal_llama_cpps(name, wtype)

@@ -340,7 +340,7 @@ def test_tensors_of_types_not_converted_are_listed() -> None:
     path = g.write(TMP / "gguf_not_converted.gguf")
     got = one_line_error(lambda: read_gguf_model(path))
     assert got.endswith("3 tensors of types not converted (2 of Q8_1, 1 of MXFP4; F32, Q8_0, Q4_0, Q5_0, Q4_K, Q6_K, "
-                        "Q5_K, Q5_1, F16, BF16, Q4_1, IQ4_NL, IQ4_XS are): blk.0.ffn_gate.weight (Q8_1), "
+                        "Q5_K, Q5_1, F16, BF16, Q4_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K are): blk.0.ffn_gate.weight (Q8_1), "
                         "blk.0.ffn_up.weight (MXFP4), blk.0.ffn_down.weight (Q8_1)"), got
 
 

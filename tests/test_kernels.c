@@ -134,8 +134,9 @@ static void quantize_q4_for_test(uint8_t *bytes, float *scale, int8_t *quants, c
 typedef struct {
     int q[256];             /* per value: q5_0's number - 16, q5_1's, q4_1's, q4_k's, q5_k's numbers, q6_k's
                                - 32, iq4_nl's and iq4_xs's levels */
-    int sc[16], m[8];       /* q4_k, q5_k: 6-bit scales and mins of the 8 sub-blocks; q6_k: 16 int8 scales;
-                               iq4_xs: each sub-block's 6-bit scale - 32 */
+    int sc[16], m[16];      /* q4_k, q5_k: 6-bit scales and mins of the 8 sub-blocks; q6_k: 16 int8 scales;
+                               iq4_xs: each sub-block's 6-bit scale - 32; q2_k: 16 4-bit scales and mins;
+                               q3_k: 16 6-bit scales - 32 */
     float d, dmin;          /* binary16 d and dmin (q5_1, q4_1: d and m) as float32 */
 } BlockParts;
 
@@ -154,7 +155,8 @@ static int test_block_values(int type) {
 }
 static int test_block_bytes(int type) {
     return type == WT_Q5_0 ? 22 : type == WT_Q5_1 ? 24 : type == WT_Q4_K ? 144 : type == WT_Q5_K ? 176 :
-           type == WT_Q4_1 ? 20 : type == WT_IQ4_NL ? 18 : type == WT_IQ4_XS ? 136 : 210;
+           type == WT_Q4_1 ? 20 : type == WT_IQ4_NL ? 18 : type == WT_IQ4_XS ? 136 : type == WT_Q2_K ? 84 :
+           type == WT_Q3_K ? 110 : 210;
 }
 
 static BlockParts block_parts(int type, const uint8_t *b) {
@@ -186,6 +188,24 @@ static BlockParts block_parts(int type, const uint8_t *b) {
             }
         }
         p.d = ref_half(b);
+    } else if (type == WT_Q2_K || type == WT_Q3_K) {
+        /* q2_k {scales[16]; qs[64]; d; dmin}; q3_k {hmask[32]; qs[64]; scales[12]; d} */
+        const uint8_t *qs = b + (type == WT_Q2_K ? 16 : 32);
+        for (int i = 0; i < 256; i++) {
+            int h = i / 128, k = i % 128 / 32, l = i % 32, two = (qs[32 * h + l] >> (2 * k)) & 3;
+            p.q[i] = type == WT_Q2_K ? two : two - ((b[l] >> (4 * h + k)) & 1 ? 0 : 4);
+        }
+        for (int j = 0; j < 16; j++) {
+            if (type == WT_Q2_K) {
+                p.sc[j] = b[j] % 16, p.m[j] = b[j] / 16;
+            } else {
+                const uint8_t *s = b + 96;
+                int low = j < 8 ? s[j] % 16 : s[j - 8] / 16, high = (s[8 + j % 4] >> (2 * (j / 4))) % 4;
+                p.sc[j] = low + 16 * high - 32;
+            }
+        }
+        p.d = ref_half(b + (type == WT_Q2_K ? 80 : 108));
+        p.dmin = type == WT_Q2_K ? ref_half(b + 82) : 0.0f;
     } else if (type == WT_Q4_K || type == WT_Q5_K) { /* {d; dmin; scales[12]; [qh[32];] qs[128]} */
         const uint8_t *s = b + 4, *qs = b + (type == WT_Q4_K ? 16 : 48);
         for (int j = 0; j < 4; j++) {
@@ -216,6 +236,8 @@ static double block_value(int type, const BlockParts *p, int i) {
     case WT_Q5_1: case WT_Q4_1: return (double)p->q[i] * p->d + p->dmin;
     case WT_IQ4_NL: return (double)p->q[i] * p->d;
     case WT_IQ4_XS: return (double)p->d * p->sc[i / 32] * p->q[i];
+    case WT_Q2_K: return (double)p->d * p->sc[i / 16] * p->q[i] - (double)p->dmin * p->m[i / 16];
+    case WT_Q3_K: return (double)p->d * p->sc[i / 16] * p->q[i];
     case WT_Q6_K: return (double)p->d * p->sc[i / 16] * p->q[i];
     default: return (double)p->d * p->sc[i / 32] * p->q[i] - (double)p->dmin * p->m[i / 32];
     }
@@ -225,6 +247,7 @@ static double block_value(int type, const BlockParts *p, int i) {
 static double block_value_size(int type, const BlockParts *p, int i) {
     switch (type) {
     case WT_Q5_1: case WT_Q4_1: return fabs((double)p->q[i] * p->d) + fabs(p->dmin);
+    case WT_Q2_K: return fabs((double)p->d * p->sc[i / 16] * p->q[i]) + fabs((double)p->dmin * p->m[i / 16]);
     case WT_Q4_K: case WT_Q5_K: return fabs((double)p->d * p->sc[i / 32] * p->q[i]) + fabs((double)p->dmin * p->m[i / 32]);
     default: return fabs(block_value(type, p, i));
     }
@@ -244,6 +267,20 @@ static float ref_block_row(int type, const uint8_t *row, int n, const int8_t *xq
             for (int j = 0; j < 32; j++) dot += p.q[j] * x[j], sum += x[j];
             acc = fmaf((float)dot, p.d * s[0], acc);
             if (type == WT_Q5_1 || type == WT_Q4_1) acc = fmaf((float)sum, p.dmin * s[0], acc);
+        } else if (type == WT_Q2_K || type == WT_Q3_K) {
+            float dsum = 0.0f, msum = 0.0f;
+            for (int g = 0; g < 8; g++) {
+                int dot = 0, mins = 0;
+                for (int l = 0; l < 32; l++) {
+                    int j = 2 * g + l / 16;
+                    dot += p.sc[j] * p.q[32 * g + l] * x[32 * g + l];
+                    mins += p.m[j] * x[32 * g + l];
+                }
+                dsum = fmaf((float)dot, s[g], dsum);
+                msum = fmaf((float)mins, s[g], msum);
+            }
+            acc = fmaf(p.d, dsum, acc);
+            if (type == WT_Q2_K) acc = fmaf(-p.dmin, msum, acc);
         } else if (type == WT_IQ4_XS) {
             for (int g = 0; g < 8; g++) {
                 int dot = 0;
@@ -283,6 +320,8 @@ static void random_block(int type, uint8_t *b, uint64_t *seed) {
         h[k] = f16_from_f32((float)v);
     }
     if (type == WT_Q6_K) memcpy(b + 208, h, 2);
+    else if (type == WT_Q2_K) memcpy(b + 80, h, 4);
+    else if (type == WT_Q3_K) memcpy(b + 108, h, 2);
     else memcpy(b, h, type == WT_Q5_0 || type == WT_IQ4_NL || type == WT_IQ4_XS ? 2 : 4);
 }
 
@@ -1230,6 +1269,34 @@ static void check_block_formats_by_hand(void) {
     expect_near("iq4_xs value 16: 0.25 x -32 x 113", block_value_read(WT_IQ4_XS, b, 256, 16), -904.0, 0);
     expect_near("iq4_xs value 240: 0.25 x 15 x 113", block_value_read(WT_IQ4_XS, b, 256, 240), 423.75, 0);
 
+    /* q2_k: scales[i] = i | (15 - i) << 4 (scale i, min 15 - i: every bit), qs all 0xE4 (group g's
+     * numbers all g % 4), d = 0.25 (0x3400), dmin = 2 (0x4000). Group g's first 16 activations sum
+     * to 142, its last 16 to 16: dsum = sum of (g % 4)(142 x 2g + 16 x (2g + 1)) = 16624, msum =
+     * sum of 142 (15 - 2g) + 16 (14 - 2g) = 9984; product 0.25 x 16624 - 2 x 9984 = -15812. */
+    memset(b, 0, sizeof b);
+    for (int i = 0; i < 16; i++) b[i] = (uint8_t)(i | (15 - i) << 4);
+    memset(b + 16, 0xE4, 64);
+    b[80] = 0x00, b[81] = 0x34, b[82] = 0x00, b[83] = 0x40;
+    expect_near("q2_k block by hand: product", block_product(WT_Q2_K, b, x, 256), -15812.0, 0);
+    expect_near("q2_k value 0: 0.25 x 0 x 0 - 2 x 15", block_value_read(WT_Q2_K, b, 256, 0), -30.0, 0);
+    expect_near("q2_k value 33: 0.25 x 2 x 1 - 2 x 13", block_value_read(WT_Q2_K, b, 256, 33), -25.5, 0);
+    expect_near("q2_k value 255: 0.25 x 15 x 3 - 0", block_value_read(WT_Q2_K, b, 256, 255), 11.25, 0);
+
+    /* q3_k: 6-bit scales 0, 63, 32, 33, 1, 62, 16, 47, 5, 10, 20, 40, 48, 24, 12, 6 (every bit of
+     * the 12 bytes), qs all 0xE4 (2 bits g % 4), hmask all 0x0F (groups 4-7 less 4: numbers 0, 1,
+     * 2, 3, -4, -3, -2, -1), d = 0.5 (0x3800). Group g's dot = number_g ((s_2g - 32) 142 + (s_2g+1
+     * - 32) 16): 0, 16, -7844, -6096, 16744, 4728, -4288, 3256, summing to 6516; product 3258. */
+    static const uint8_t q3_scales[12] = {0x50, 0xAF, 0x40, 0x81, 0x01, 0x8E, 0xC0, 0x6F, 0xC0, 0x4F, 0x16, 0x2A};
+    memset(b, 0, sizeof b);
+    memset(b, 0x0F, 32);
+    memset(b + 32, 0xE4, 64);
+    memcpy(b + 96, q3_scales, 12);
+    b[108] = 0x00, b[109] = 0x38;
+    expect_near("q3_k block by hand: product", block_product(WT_Q3_K, b, x, 256), 3258.0, 0);
+    expect_near("q3_k value 48: 0.5 x 1 x 1", block_value_read(WT_Q3_K, b, 256, 48), 0.5, 0);
+    expect_near("q3_k value 128: 0.5 x -27 x -4", block_value_read(WT_Q3_K, b, 256, 128), 54.0, 0);
+    expect_near("q3_k value 255: 0.5 x -26 x -1", block_value_read(WT_Q3_K, b, 256, 255), 13.0, 0);
+
     /* q4_k: d = 0.25 (0x3400), dmin = 2 (0x4000); scales sc = 1, 2, 4, 8, 16, 32, 63, 47 and mins
      * m = 3, 5, 9, 17, 33, 62, 0, 63, packed: bytes 0-3 sc[j] | (sc[j+4] >> 4) << 6 = 0x41, 0x82,
      * 0xC4, 0x88; bytes 4-7 m[j] | (m[j+4] >> 4) << 6 = 0x83, 0xC5, 0x09, 0xD1; bytes 8-11 sc[j+4] %
@@ -1554,9 +1621,9 @@ int main(void) {
         check_matmul(50, 30, 45, type, 0);
         check_matmul_bits(50, 30, 45, type, 0);
     }
-    for (int i = 0; i < 5; i++) /* q4_1 and iq4_nl as q5_1's shapes, iq4_xs as the k formats' */
-        for (int type = WT_Q4_1; type <= WT_IQ4_XS; type++) {
-            int (*shape)[3] = type == WT_IQ4_XS ? kshapes : shapes;
+    for (int i = 0; i < 5; i++) /* q4_1, iq4_nl as q5_1's shapes; iq4_xs, q2_k, q3_k as the k formats' */
+        for (int type = WT_Q4_1; type <= WT_Q3_K; type++) {
+            int (*shape)[3] = type >= WT_IQ4_XS ? kshapes : shapes;
             check_matmul(shape[i][0], shape[i][1], shape[i][2], type, 1);
             check_matmul_bits(shape[i][0], shape[i][1], shape[i][2], type, 1);
         }
