@@ -272,12 +272,22 @@ read_key:
     return 1;
 }
 
-/* The value next is what a client sends for "none of this" (null, false, 0, "", [], {}): a
- * field the server cannot honour is welcome with it. */
+/* The value next is what a client sends for "none of this" (null, false, 0 however written, "",
+ * [], {}): a field the server cannot honour is welcome with it. */
 static int json_empty_next(JsonReader *r) {
     json_space(r);
     if (r->at >= r->n) return 0;
-    static const char *const empty[] = {"null", "false", "0", "\"\"", "[]", "{}"};
+    if (strcmp(json_kind(r), "a number") == 0) { /* 0, 0.0, -0e5: zero however written */
+        size_t start = r->at;
+        char text[64];
+        if (!json_number(r) || r->at - start >= sizeof text) { r->at = start; r->error[0] = 0; return 0; }
+        memcpy(text, r->s + start, r->at - start);
+        text[r->at - start] = 0;
+        if (strtod(text, NULL) == 0.0) return 1;
+        r->at = start;
+        return 0;
+    }
+    static const char *const empty[] = {"null", "false", "\"\"", "[]", "{}"};
     for (size_t k = 0; k < sizeof empty / sizeof *empty; k++) {
         size_t n = strlen(empty[k]);
         if (r->n - r->at >= n && memcmp(r->s + r->at, empty[k], n) == 0) {

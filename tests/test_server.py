@@ -201,13 +201,19 @@ def test_raw_streaming_is_server_sent_events_and_errors_are_openai_objects() -> 
              400, "response_format"),
             ("POST", "/v1/completions", {"prompt": ["a", "b"]}, 400, "one string"),
             ("POST", "/v1/completions", {"prompt": "x", "logprobs": 2}, 400, "logprobs"),
+            ("POST", "/v1/completions", {"prompt": "x", "presence_penalty": 0.5}, 400, "presence_penalty"),
             ("POST", "/v1/completions", b"x" * 5000, 413, "4096 bytes"),
         ]:
             got, data = s.request(method, path, payload)
             error = json.loads(data)["error"]
             assert got == status and words in error["message"], (path, payload, got, data)
             assert set(error) == {"message", "type", "param", "code"}
-        assert s.health()["requests"] == 1
+        # what clients send for "none of this" is welcome: zero however written, null, false, empties
+        neutral = {"presence_penalty": 0.0, "frequency_penalty": -0e1, "logprobs": False, "tools": [],
+                   "logit_bias": {}, "tool_choice": "none", "response_format": {"type": "text"}, "suffix": None}
+        got = s.post("/v1/chat/completions", {"messages": CONVERSATIONS[0], "temperature": 0, "max_tokens": 8, **neutral})
+        assert got["choices"][0]["message"]["content"].encode() == cli_chat(model, CONVERSATIONS[0], 8, "-t", "0")
+        assert s.health()["requests"] == 2
         s.stop()
 
 
