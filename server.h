@@ -784,10 +784,11 @@ static void serve(const Decoder *d, const ModelFile *f, const ServeOptions *o, c
     char shown[300];
     int listener = listen_on(o->address, shown, sizeof shown, &e);
     if (listener < 0) die("%s", e.message);
-    struct sigaction on_stop = {.sa_handler = on_server_signal}, before_int, before_term;
+    /* kept to the end: a second signal while the server winds down changes nothing */
+    struct sigaction on_stop = {.sa_handler = on_server_signal};
     sigemptyset(&on_stop.sa_mask);
-    sigaction(SIGINT, &on_stop, &before_int);
-    sigaction(SIGTERM, &on_stop, &before_term);
+    sigaction(SIGINT, &on_stop, NULL);
+    sigaction(SIGTERM, &on_stop, NULL);
     fprintf(stderr, "listening on %s (model %s, %d slots of %d positions%s)\n", shown, s.model_name, o->slots,
             d->n_ctx, table.present ? ", chat" : ", no chat template: completions only");
     struct pollfd fds[SERVER_CONNECTIONS + 1];
@@ -863,8 +864,6 @@ static void serve(const Decoder *d, const ModelFile *f, const ServeOptions *o, c
     for (int i = 0; i < SERVER_CONNECTIONS; i++)
         if (s.conns[i].state != CONN_FREE) close_conn(&s, &s.conns[i]);
     if (listener >= 0) close(listener);
-    sigaction(SIGINT, &before_int, NULL);
-    sigaction(SIGTERM, &before_term, NULL);
     fprintf(stderr, "stopped: %ld requests, prompt %ld tokens (%ld from the cache), generated %ld tokens\n",
             s.requests, s.prompt_tokens, s.cached_tokens, s.generated_tokens);
     decoding_free(&s.x);
