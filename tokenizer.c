@@ -462,6 +462,33 @@ static size_t gpt2_piece(const uint8_t *s, size_t n) {
 
 /* ---- cl100k_base's pre-tokenizer (Llama 3's too; Qwen2's with one digit at a time) ---- */
 
+/* What follows the words in cl100k_base's pattern and o200k_base's, from s[0] (whose character
+ * is c): \p{N}{1,max_digits}, ` ?[^\s\p{L}\p{N}]+[\r\n]*` (o200k: [\r\n/]*), \s*[\r\n]+,
+ * \s+(?!\S), \s+. */
+static size_t split_rest(const uint8_t *s, size_t n, Char c, int max_digits, int slash) {
+    if (c.cls == CLASS_NUMBER) {
+        size_t i = 0;
+        for (int k = 0; k < max_digits && i < n; k++) {
+            Char d = char_at(s, n, i);
+            if (d.cls != CLASS_NUMBER) break;
+            i += d.len;
+        }
+        return i;
+    }
+    size_t start = 0;
+    if (s[0] == ' ' && n > 1 && char_at(s, n, 1).cls == CLASS_OTHER) start = 1;
+    if (start == 1 || c.cls == CLASS_OTHER) {
+        size_t end = run_of(s, n, start, CLASS_OTHER);
+        while (end < n && (is_newline(s[end]) || (slash && s[end] == '/'))) end++;
+        return end;
+    }
+    /* \s*[\r\n]+ : the whitespace run up to and including its last newline */
+    size_t end = run_of(s, n, 0, CLASS_SPACE);
+    for (size_t j = end; j > 0; j--)
+        if (is_newline(s[j - 1])) return j;
+    return whitespace_piece(s, n); /* \s+(?!\S)|\s+ */
+}
+
 /* (?i:'s|'t|'re|'ve|'m|'ll|'d) after the apostrophe: case-insensitive, where Unicode's simple
  * case folding also maps U+017F LATIN SMALL LETTER LONG S (C5 BF) to s. Returns the length
  * matched after the apostrophe, or 0. */
@@ -489,29 +516,8 @@ static size_t cl100k_piece(const uint8_t *s, size_t n, int max_digits) {
     if (c.cls != CLASS_NUMBER && !is_newline(s[0]) && c.len < n &&
         char_at(s, n, c.len).cls == CLASS_LETTER)
         return run_of(s, n, c.len, CLASS_LETTER);
-    /* \p{N}{1,3} (Qwen2: \p{N}, one at a time) */
-    if (c.cls == CLASS_NUMBER) {
-        size_t i = 0;
-        for (int k = 0; k < max_digits && i < n; k++) {
-            Char d = char_at(s, n, i);
-            if (d.cls != CLASS_NUMBER) break;
-            i += d.len;
-        }
-        return i;
-    }
-    /* ` ?[^\s\p{L}\p{N}]+[\r\n]*` */
-    size_t start = 0;
-    if (s[0] == ' ' && n > 1 && char_at(s, n, 1).cls == CLASS_OTHER) start = 1;
-    if (start == 1 || c.cls == CLASS_OTHER) {
-        size_t end = run_of(s, n, start, CLASS_OTHER);
-        while (end < n && is_newline(s[end])) end++;
-        return end;
-    }
-    /* \s*[\r\n]+ : the whitespace run up to and including its last newline */
-    size_t end = run_of(s, n, 0, CLASS_SPACE);
-    for (size_t j = end; j > 0; j--)
-        if (is_newline(s[j - 1])) return j;
-    return whitespace_piece(s, n); /* \s+(?!\S)|\s+ */
+    /* then numbers (Qwen2: one at a time), punctuation, whitespace */
+    return split_rest(s, n, c, max_digits, 0);
 }
 
 /* ---- o200k_base's pre-tokenizer (GPT-4o's; Phi-4-mini's) ---------------------------- */
@@ -587,29 +593,7 @@ static size_t o200k_piece(const uint8_t *s, size_t n, int ascii) {
             return k ? end + 1 + k : end;
         }
     }
-    /* \p{N}{1,3} */
-    if (c.cls == CLASS_NUMBER) {
-        size_t i = 0;
-        for (int k = 0; k < 3 && i < n; k++) {
-            Char d = char_at(s, n, i);
-            if (d.cls != CLASS_NUMBER) break;
-            i += d.len;
-        }
-        return i;
-    }
-    /* ` ?[^\s\p{L}\p{N}]+[\r\n/]*` */
-    size_t start = 0;
-    if (s[0] == ' ' && n > 1 && char_at(s, n, 1).cls == CLASS_OTHER) start = 1;
-    if (start == 1 || c.cls == CLASS_OTHER) {
-        size_t end = run_of(s, n, start, CLASS_OTHER);
-        while (end < n && (is_newline(s[end]) || s[end] == '/')) end++;
-        return end;
-    }
-    /* \s*[\r\n]+ : the whitespace run up to and including its last newline */
-    size_t end = run_of(s, n, 0, CLASS_SPACE);
-    for (size_t j = end; j > 0; j--)
-        if (is_newline(s[j - 1])) return j;
-    return whitespace_piece(s, n); /* \s+(?!\S)|\s+ */
+    return split_rest(s, n, c, 3, 1);
 }
 
 /* ---- Unicode Normalization Form C (Qwen2's normalizer) -------------------------------- */

@@ -63,24 +63,8 @@ static float iq4_xs_row_dot(const Matrix *w, int r, const int8_t *xq, const floa
     return acc;
 }
 
-/* The activations quantized as for q8_0, with each group's sum, then row by row. */
-#define IQ4_FORMAT(name)                                                                                     \
-    static void name##_matmul(float *out, const float *x, const Matrix *w, const float *bias, int T,          \
-                              int separate, MatmulScratch *scratch) {                                          \
-        (void)separate;                                                                                      \
-        quantize_rows(scratch->q, scratch->scale, scratch->sum, x, T, w->cols);                              \
-        quant_matmul_rows(out, w, bias, T, scratch, name##_row_dot);                                         \
-    }                                                                                                        \
-    static size_t name##_packed_bytes(const Matrix *m) { (void)m; return 0; } /* read as the file has it */ \
-    static void name##_pack(Matrix *m, void *dst) { (void)m, (void)dst; }                                    \
-    static const char *name##_describe(void) { return "scalar, row by row"; }                                \
-    static const MatrixKernels name##_kernels = {                                                            \
-        .packed_bytes = name##_packed_bytes, .pack = name##_pack, .matmul = name##_matmul,                   \
-        .scratch_init = quant_scratch_init, .describe = name##_describe,                                     \
-    };
-IQ4_FORMAT(q4_1)
-IQ4_FORMAT(iq4_nl)
-IQ4_FORMAT(iq4_xs)
-#undef IQ4_FORMAT
+ROW_BY_ROW_FORMAT(q4_1)
+ROW_BY_ROW_FORMAT(iq4_nl)
+ROW_BY_ROW_FORMAT(iq4_xs)
 
 #endif

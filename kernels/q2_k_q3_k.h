@@ -67,23 +67,7 @@ static float q3_k_row_dot(const Matrix *w, int r, const int8_t *xq, const float 
     return acc;
 }
 
-/* The activations quantized as for q8_0, then row by row. */
-#define SMALL_K_FORMAT(name)                                                                                 \
-    static void name##_matmul(float *out, const float *x, const Matrix *w, const float *bias, int T,          \
-                              int separate, MatmulScratch *scratch) {                                          \
-        (void)separate;                                                                                      \
-        quantize_rows(scratch->q, scratch->scale, scratch->sum, x, T, w->cols);                              \
-        quant_matmul_rows(out, w, bias, T, scratch, name##_row_dot);                                         \
-    }                                                                                                        \
-    static size_t name##_packed_bytes(const Matrix *m) { (void)m; return 0; } /* read as the file has it */ \
-    static void name##_pack(Matrix *m, void *dst) { (void)m, (void)dst; }                                    \
-    static const char *name##_describe(void) { return "scalar, row by row"; }                                \
-    static const MatrixKernels name##_kernels = {                                                            \
-        .packed_bytes = name##_packed_bytes, .pack = name##_pack, .matmul = name##_matmul,                   \
-        .scratch_init = quant_scratch_init, .describe = name##_describe,                                     \
-    };
-SMALL_K_FORMAT(q2_k)
-SMALL_K_FORMAT(q3_k)
-#undef SMALL_K_FORMAT
+ROW_BY_ROW_FORMAT(q2_k)
+ROW_BY_ROW_FORMAT(q3_k)
 
 #endif

@@ -146,4 +146,23 @@ static inline __attribute__((always_inline)) void quant_matmul_rows(float *out, 
     });
 }
 
+/* The record of a format whose products are only its portable definition, row by row from the
+ * file's layout on every instruction set (q4_1, iq4_nl, iq4_xs, q2_k, q3_k): name_row_dot
+ * defined, this gives name_matmul (the activations quantized as for q8_0, with each group's
+ * sum, then row by row), no copy at load, and name_kernels. */
+#define ROW_BY_ROW_FORMAT(name)                                                                              \
+    static void name##_matmul(float *out, const float *x, const Matrix *w, const float *bias, int T,          \
+                              int separate, MatmulScratch *scratch) {                                          \
+        (void)separate;                                                                                      \
+        quantize_rows(scratch->q, scratch->scale, scratch->sum, x, T, w->cols);                              \
+        quant_matmul_rows(out, w, bias, T, scratch, name##_row_dot);                                         \
+    }                                                                                                        \
+    static size_t name##_packed_bytes(const Matrix *m) { (void)m; return 0; }                                \
+    static void name##_pack(Matrix *m, void *dst) { (void)m, (void)dst; }                                    \
+    static const char *name##_describe(void) { return "scalar, row by row"; }                                \
+    static const MatrixKernels name##_kernels = {                                                            \
+        .packed_bytes = name##_packed_bytes, .pack = name##_pack, .matmul = name##_matmul,                   \
+        .scratch_init = quant_scratch_init, .describe = name##_describe,                                     \
+    };
+
 #endif
