@@ -967,9 +967,9 @@ def server_streams(url: tuple[str, int], bodies: list[dict]) -> list[dict]:
 def server_table(runs: int) -> None:
     """run --serve --slots 8: aggregate generated tok/s of 1, 2, 4, 8 streaming clients at once
     (128 tokens each after a short prompt, -t 0.8); the time to the first token of a 128-token
-    prompt alone and while 4 other streams decode; and the longest wait between two tokens of 4
-    running streams while a 1,000-token prompt is prefilled beside them, against their median
-    wait. Medians of `runs` rounds (± half the spread)."""
+    prompt alone and while 4 other streams decode (each prompt new to the slots' caches); and the
+    longest wait between two tokens of 4 running streams while a prompt of about 1,000 tokens is
+    prefilled beside them, against their median wait. Medians of `runs` rounds (± half the spread)."""
     medium = gpt2_shape("medium")["q8_0"]
     _, llama = q4_k_m_files(*GGUF_SHAPES["Llama 768 (rows of 256s)"])
     print(f"\nrun --serve --slots 8, 2 threads: streaming clients at once, median of {runs} rounds (± half the "
@@ -981,12 +981,14 @@ def server_table(runs: int) -> None:
     print("|---|" + "---|" * len(counts) + "---|---|---|---|")
     for name, model in (("GPT-2 medium q8_0", medium), ("Llama 768 Q4_K_M", llama)):
         p = subprocess.Popen([str(RUN), str(model), "--serve", "127.0.0.1:0", "--slots", "8", "--threads", "2",
-                              "-c", "1200"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              "-c", "1024"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE)
         line = p.stderr.readline().decode()
+        if "http://" not in line:
+            sys.exit(f"run --serve did not start: {line}")
         host, port = line.split("http://")[1].split(" ")[0].rsplit(":", 1)
         url = (host, int(port))
-        long_prompt = prompt_of(model, 1000).read_text(encoding="utf-8", errors="replace")
+        long_prompt = prompt_of(model, 990).read_text(encoding="utf-8", errors="replace")
         short_prompt = prompt_of(model, 128).read_text(encoding="utf-8", errors="replace")
         speed: dict[int, list[float]] = {n: [] for n in counts}
         alone, beside, gaps, longest = [], [], [], []
@@ -997,17 +999,17 @@ def server_table(runs: int) -> None:
                 t0 = min(g["start"] for g in got)
                 t1 = max(g["times"][-1] for g in got if g["times"])
                 speed[n].append(sum(g["usage"]["completion_tokens"] for g in got) / (t1 - t0))
-            got = server_streams(url, [{"prompt": short_prompt, "max_tokens": 1, "seed": k}])
+            got = server_streams(url, [{"prompt": f"{k} alone. " + short_prompt, "max_tokens": 1, "seed": k}])
             alone.append(1000 * (got[0]["times"][0] - got[0]["start"]))
             streams = [{"prompt": "The", "max_tokens": 200, "seed": 100 + i} for i in range(4)]
             results: list = []
             t = threading.Thread(target=lambda: results.append(server_streams(url, streams)))
             t.start()
             time.sleep(0.5)
-            got = server_streams(url, [{"prompt": short_prompt, "max_tokens": 1, "seed": k}])
+            got = server_streams(url, [{"prompt": f"{k} beside. " + short_prompt, "max_tokens": 1, "seed": k}])
             beside.append(1000 * (got[0]["times"][0] - got[0]["start"]))
             time.sleep(0.2)
-            server_streams(url, [{"prompt": long_prompt, "max_tokens": 1, "seed": k}])
+            server_streams(url, [{"prompt": f"{k} long. " + long_prompt, "max_tokens": 1, "seed": k}])
             t.join()
             waits = [1000 * (b - a) for g in results[0] for a, b in zip(g["times"], g["times"][1:])]
             gaps.append(statistics.median(waits))
