@@ -219,6 +219,25 @@ def test_raw_streaming_is_server_sent_events_and_errors_are_openai_objects() -> 
         s.stop()
 
 
+def test_a_client_that_expects_100_continue_gets_it_before_sending_its_body() -> None:
+    """curl sends large bodies after 'Expect: 100-continue': the go-ahead comes once the head is
+    read, then the answer to the whole request."""
+    body = json.dumps({"prompt": "And God said", "temperature": 0, "max_tokens": 8}).encode()
+    with Server(KJV) as s:
+        c = socket.create_connection((s.host, s.port), timeout=30)
+        c.sendall(b"POST /v1/completions HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n" % len(body))
+        assert c.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        c.sendall(body)
+        data = b""
+        while chunk := c.recv(65536):
+            data += chunk
+        c.close()
+        s.stop()
+    head, _, rest = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 OK"), data
+    assert json.loads(rest)["choices"][0]["text"].encode() == cli_completion(KJV, "And God said", 8, "-t", "0")
+
+
 def test_eight_clients_at_once_each_get_the_command_lines_answer() -> None:
     """8 conversations at once on 4 slots (4 wait their turn), greedy and seeded, streamed and
     not: every answer is the same conversation's answer from the command line alone."""
