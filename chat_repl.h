@@ -179,8 +179,9 @@ static int split_text(Sink *sink, int seq, const uint8_t *bytes, size_t n) {
 
 static void split_finish(Sink *sink, int seq, Finish why) {
     ThinkSplit *split = sink->context;
+    ReasoningShown *r = split->context;
     think_split_finish(split);
-    ((ReasoningShown *)split->context)->answer->finish(((ReasoningShown *)split->context)->answer, seq, why);
+    r->answer->finish(r->answer, seq, why);
 }
 
 static void split_note(Sink *sink, const char *message) {

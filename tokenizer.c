@@ -370,6 +370,18 @@ void tokenizer_free(Tokenizer *t) {
 
 /* ---- UTF-8 and character classes ---------------------------------------------------- */
 
+/* The value of the range of one of unicode_tables.h's tables (n ranges) that holds cp, or 0. */
+static int range_value(const UnicodeRange *ranges, size_t n, long cp) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if ((uint32_t)cp < ranges[mid].first) hi = mid;
+        else if ((uint32_t)cp > ranges[mid].last) lo = mid + 1;
+        else return ranges[mid].value;
+    }
+    return 0;
+}
+
 /* Class of a code point (CLASS_LETTER, _NUMBER, _SPACE or _OTHER): binary search over the
  * generated ranges, with ASCII answered directly. */
 static int char_class(long cp) {
@@ -380,14 +392,7 @@ static int char_class(long cp) {
         if (cp == ' ' || (cp >= 0x09 && cp <= 0x0D)) return CLASS_SPACE;
         return CLASS_OTHER;
     }
-    size_t lo = 0, hi = sizeof unicode_ranges / sizeof unicode_ranges[0];
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if ((uint32_t)cp < unicode_ranges[mid].first) hi = mid;
-        else if ((uint32_t)cp > unicode_ranges[mid].last) lo = mid + 1;
-        else return unicode_ranges[mid].cls;
-    }
-    return CLASS_OTHER;
+    return range_value(unicode_ranges, sizeof unicode_ranges / sizeof unicode_ranges[0], cp);
 }
 
 typedef struct {
@@ -408,14 +413,7 @@ static Char char_at(const uint8_t *s, size_t n, size_t i) {
 static int char_case(long cp) {
     if (cp < 0) return CASE_NONE;
     if (cp < 128) return cp >= 'a' && cp <= 'z' ? CASE_LOWER : cp >= 'A' && cp <= 'Z' ? CASE_UPPER : CASE_NONE;
-    size_t lo = 0, hi = sizeof unicode_cases / sizeof unicode_cases[0];
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if ((uint32_t)cp < unicode_cases[mid].first) hi = mid;
-        else if ((uint32_t)cp > unicode_cases[mid].last) lo = mid + 1;
-        else return unicode_cases[mid].kind;
-    }
-    return CASE_NONE;
+    return range_value(unicode_cases, sizeof unicode_cases / sizeof unicode_cases[0], cp);
 }
 
 /* End of the run of characters of class cls starting at i. */
@@ -725,14 +723,7 @@ static long nfc_normalize(Tokenizer *t, const uint8_t *s, size_t n) {
  * the library, not the regexes' (unicode_tables.h). */
 static int is_rust_numeric(long cp) {
     if (cp < 128) return cp >= '0' && cp <= '9'; /* also an invalid byte (-1): never a number */
-    size_t lo = 0, hi = sizeof rust_numeric_ranges / sizeof rust_numeric_ranges[0];
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if ((uint32_t)cp < rust_numeric_ranges[mid].first) hi = mid;
-        else if ((uint32_t)cp > rust_numeric_ranges[mid].last) lo = mid + 1;
-        else return 1;
-    }
-    return 0;
+    return range_value(rust_numeric_ranges, sizeof rust_numeric_ranges / sizeof rust_numeric_ranges[0], cp);
 }
 
 /* Hugging Face's Digits(individual_digits) isolates each numeric character; GPT-2's pattern

@@ -65,8 +65,12 @@ out.push("");
 out.push("#include <stdint.h>");
 out.push("");
 out.push("#define UNICODE_VERSION \"" + VERSION + "\"");
+out.push("/* Every table below: sorted, non-overlapping ranges, each with its value (a code point in none");
+out.push(" * has value 0). */");
+out.push("typedef struct { uint32_t first, last; uint8_t value; } UnicodeRange;");
+out.push("");
 out.push("enum { CLASS_OTHER = 0, CLASS_LETTER = 1, CLASS_NUMBER = 2, CLASS_SPACE = 3 };");
-out.push("static const struct { uint32_t first, last; uint8_t cls; } unicode_ranges[" + ranges.length + "] = {");
+out.push("static const UnicodeRange unicode_ranges[" + ranges.length + "] = {");
 for (let i = 0; i < ranges.length; i += 3)
   out.push("    " + ranges.slice(i, i + 3).map(([a, b, c]) =>
     `{${hex(a)}, ${hex(b)}, ${c}}`).join(", ") + ",");
@@ -75,15 +79,15 @@ out.push("");
 out.push("/* Rust's char::is_numeric (General_Category N*) by Unicode " + RUST_NUMERIC_VERSION + ": Hugging Face's Digits");
 out.push(" * pre-tokenizer, built with a newer Unicode than its regexes' classes above. */");
 out.push("#define RUST_NUMERIC_VERSION \"" + RUST_NUMERIC_VERSION + "\"");
-out.push("static const struct { uint32_t first, last; } rust_numeric_ranges[" + rustNumeric.length + "] = {");
+out.push("static const UnicodeRange rust_numeric_ranges[" + rustNumeric.length + "] = {");
 for (let i = 0; i < rustNumeric.length; i += 4)
-  out.push("    " + rustNumeric.slice(i, i + 4).map(([a, b]) => `{${hex(a)}, ${hex(b)}}`).join(", ") + ",");
+  out.push("    " + rustNumeric.slice(i, i + 4).map(([a, b]) => `{${hex(a)}, ${hex(b)}, 1}`).join(", ") + ",");
 out.push("};");
 out.push("");
 out.push("/* A character's case for o200k_base's words: upper (Lu, Lt), lower (Ll), both (Lm, Lo and the");
 out.push(" * marks M); any other: none. */");
 out.push("enum { CASE_NONE = 0, CASE_UPPER = 1, CASE_LOWER = 2, CASE_BOTH = 3 };");
-out.push("static const struct { uint32_t first, last; uint8_t kind; } unicode_cases[" + cases.length + "] = {");
+out.push("static const UnicodeRange unicode_cases[" + cases.length + "] = {");
 for (let i = 0; i < cases.length; i += 3)
   out.push("    " + cases.slice(i, i + 3).map(([a, b, c]) => `{${hex(a)}, ${hex(b)}, ${c}}`).join(", ") + ",");
 out.push("};");

@@ -564,9 +564,9 @@ PROMPT = TEXT[:240].encode()
 MODEL_TYPES = [(name, wtype) for name in MODELS for wtype in TYPES] + [("wide_heads", "f32"), ("wide_heads", "q8_0")]
 
 
-@pytest.mark.parametrize("name,wtype", MODEL_TYPES)
-def test_logits_every_position(name: str, wtype: str) -> None:
-    gguf, out = made(name, wtype)
+def logits_within_tolerance(gguf: Path, out: Path, label: str) -> list[int]:
+    """PROMPT's ids alike in both programs, and run's logits at every position (prefilled one
+    token at a time and in one block) within tolerance() of llama.cpp's; the ids."""
     ids = c_tokens(RUN, out, PROMPT)
     assert llama_tokenize(gguf, [PROMPT]) == [ids]
     theirs = llama_logits(gguf, ids)
@@ -574,10 +574,17 @@ def test_logits_every_position(name: str, wtype: str) -> None:
     for block in (1, 128):
         ours = c_logits(RUN, out, PROMPT, theirs.shape[1], block, ("--cache", "f32"))
         diff = float(np.abs(ours - theirs).max())
-        print(f"{name} {wtype} block {block}: {len(ids)} positions, max |run - llama.cpp| {diff:.3g}, tolerance "
+        print(f"{label} block {block}: {len(ids)} positions, max |run - llama.cpp| {diff:.3g}, tolerance "
               f"{tol:.3g} (run's rounding {a_run:.3g}, llama.cpp's {a_llama:.3g}), max |logit| "
               f"{np.abs(theirs).max():.3g}")
         assert diff <= tol
+    return ids
+
+
+@pytest.mark.parametrize("name,wtype", MODEL_TYPES)
+def test_logits_every_position(name: str, wtype: str) -> None:
+    gguf, out = made(name, wtype)
+    logits_within_tolerance(gguf, out, f"{name} {wtype}")
 
 
 @pytest.mark.parametrize("name", ["llama2", "gpt2"])
@@ -708,16 +715,7 @@ def test_the_architectures_logits_and_greedy_tokens_are_llama_cpps(arch: str) ->
     F32 GGUF (the tolerance of test_logits_every_position: float32 rounding, and ggml's GELU
     through its binary16 table for Gemma's GEGLU)."""
     _, gguf, out = arch_files(arch)
-    ids = c_tokens(RUN, out, PROMPT)
-    assert llama_tokenize(gguf, [PROMPT]) == [ids]
-    theirs = llama_logits(gguf, ids)
-    tol, _, a_llama = tolerance(gguf, out, ids)
-    for block in (1, 128):
-        ours = c_logits(RUN, out, PROMPT, theirs.shape[1], block, ("--cache", "f32"))
-        diff = float(np.abs(ours - theirs).max())
-        print(f"{arch} block {block}: {len(ids)} positions, max |run - llama.cpp| {diff:.3g}, tolerance {tol:.3g} "
-              f"(llama.cpp's GELU {a_llama:.3g}), max |logit| {np.abs(theirs).max():.3g}")
-        assert diff <= tol
+    ids = logits_within_tolerance(gguf, out, arch)
     steps = 24
     ids = ids[:20]
     lines = llama_ref("generate", gguf, write_ids(ids), steps).decode().split("\n")[:-1]

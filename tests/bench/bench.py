@@ -812,15 +812,25 @@ def q4_k_m_files(tag: str, layers: int, heads: int, kv_heads: int, width: int, h
         g.add("tokenizer.ggml.eos_token_id", UINT32, vocab - 1)
         f32 = OUT / f"gguf_{tag}_f32.gguf"
         g.write(f32)
-        r = sh(LLAMA_REF, "quantize", f32, gguf, "q4_k_m")
-        f32.unlink()
-        if r.returncode:
-            sys.exit(r.stderr.decode())
+        quantize_q4_k_m(f32, gguf)
+    return gguf, gguf_exported(gguf, ours)
+
+
+def quantize_q4_k_m(f32: Path, gguf: Path) -> None:
+    """The float32 GGUF f32 quantized to Q4_K_M by llama.cpp's own quantizer into gguf, then removed."""
+    r = sh(LLAMA_REF, "quantize", f32, gguf, "q4_k_m")
+    f32.unlink()
+    if r.returncode:
+        sys.exit(r.stderr.decode())
+
+
+def gguf_exported(gguf: Path, ours: Path) -> Path:
+    """Our export of gguf (every block copied), made once."""
     if not ours.exists():
-        r = sh(PYTHON, REPO / "export" / "export.py", gguf, ours)
+        r = sh(PYTHON, REPO / "export" / "export.py", gguf, ours, "--quiet")
         if r.returncode:
             sys.exit(r.stderr.decode())
-    return gguf, ours
+    return ours
 
 
 # The architectures that change Llama's block, at their real sizes: label -> (file tag, arch,
@@ -865,15 +875,8 @@ def arch_q4_k_m_files(tag: str, arch: str, shape: dict) -> tuple[Path, Path]:
         f32 = OUT / f"gguf_{tag}_f32.gguf"
         gguf_of_hf_folder(folder).write(f32)
         shutil.rmtree(folder)
-        r = sh(LLAMA_REF, "quantize", f32, gguf, "q4_k_m")
-        f32.unlink()
-        if r.returncode:
-            sys.exit(r.stderr.decode())
-    if not ours.exists():
-        r = sh(PYTHON, REPO / "export" / "export.py", gguf, ours, "--quiet")
-        if r.returncode:
-            sys.exit(r.stderr.decode())
-    return gguf, ours
+        quantize_q4_k_m(f32, gguf)
+    return gguf, gguf_exported(gguf, ours)
 
 
 def timing_and_rss(*args) -> tuple[re.Match, float]:
